@@ -509,6 +509,32 @@ def repeated_keys(pairs) -> set:
     return twice
 
 
+def listed_once(values, argument: str, said: str = "listed", rule: str = "list each value once") -> None:
+    """Refuse a value that ``values`` (an option's list: ``--cp 1,1``, ``--grid b=1,1``, a search
+    ``Space`` field) holds twice, naming ``argument`` and each such value: a list read into a set, or
+    tried value by value, dropped the repeat silently or answered it twice.  Values are compared as
+    Python compares them (``1`` and ``1.0`` are one value); the set keeps a long list linear.
+
+    >>> listed_once([1, 2, 4], "--cp")
+    >>> listed_once([1, 2, 1, 2], "--cp")
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: --cp: 1, 2 listed twice: list each value once
+    """
+    seen, twice, loose = set(), {}, []
+    for value in values:
+        try:
+            if value in seen:
+                twice[value] = None       # a dict: each value said once, in the order listed
+            seen.add(value)
+        except TypeError:                 # unhashable (a list in the list): compared one by one
+            if value in loose:
+                raise InputError(f"{argument}: {shown(value)} {said} twice: {rule}", argument) from None
+            loose.append(value)
+    if twice:
+        raise InputError(f"{argument}: {', '.join(map(str, twice))} {said} twice: {rule}", argument)
+
+
 def timed(duration: float) -> float:
     """A simulated step's ``duration`` (seconds), refused unless finite and positive: a step model
     may be any callable (``inference.load.serve``, ``docs/inference.md``), and a NaN step never let

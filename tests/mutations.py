@@ -972,8 +972,8 @@ MUTATIONS = (
              'history = section.get("amax_history_len", 1024)', 'history = section.get("amax_history_len", 1)',
              required=False),
     Mutation("accelerate-fp8-ao-no-gather", "symbolic_cost/models/accelerate.py",
-             'gather = _switch(section.get("enable_fsdp_float8_all_gather", True),',
-             'gather = _switch(section.get("enable_fsdp_float8_all_gather", False),', required=False),
+             'gather = _fp8_switch(section, "enable_fsdp_float8_all_gather", True)',
+             'gather = _fp8_switch(section, "enable_fsdp_float8_all_gather", False)', required=False),
     # DeepSpeed's sequence parallelism through accelerate (tests/test_framework_inputs.py)
     Mutation("alst-data-ranks-not-divided", "symbolic_cost/models/accelerate.py",
              '"values": {S.d: world // sp, S.cp: sp}', '"values": {S.d: world, S.cp: sp}', required=False),

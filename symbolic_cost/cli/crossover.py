@@ -93,7 +93,10 @@ def run(args) -> int:
                              lambda plain: both(plain, block_values(plain, arch, free=(solve_for,))),
                              f"{args.field} of {args.a} or {args.b}")
     present(sides[0] - sides[1], [solve_for], "--for")
-    root = analysis.crossover(*sides, solve_for)
+    try:        # its refusal names the symbol (the library's argument); here that is --for's
+        root = analysis.crossover(*sides, solve_for)
+    except InputError as error:
+        raise InputError(f"--for {solve_for}: {error}", "--for") from None
     refuse_negative(root, args)
     past = _past_context(root, solve_for, arch)
     if getattr(args, "allow_long", False) and not past:

@@ -19,7 +19,7 @@ from fractions import Fraction
 from sympy import Rational, oo, simplify, sympify
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, shown
+from symbolic_cost.checks import InputError, listed_once, shown
 from symbolic_cost.cli import options
 from symbolic_cost.cli.parser import ascii_only
 from symbolic_cost.cli.bookkeeping import numbers_needed
@@ -532,9 +532,11 @@ def layout_search(args) -> int:
         if getattr(args, name) is not None:
             raise InputError(f"{flag}: --devices tries every layout and finds each one's rate; it would be ignored",
                              name)
-    if args.batch_limits is not None and len(set(args.batch_limits)) > serving_search.BATCH_LIMITS:
+    if args.batch_limits is not None:       # a cap twice was tried once, unsaid
+        listed_once(args.batch_limits, "--batch-limits")
+    if args.batch_limits is not None and len(args.batch_limits) > serving_search.BATCH_LIMITS:
         raise InputError(f"--batch-limits takes at most {serving_search.BATCH_LIMITS} caps (each a load test of every "
-                         f"layout), got {len(set(args.batch_limits))}", "--batch-limits")
+                         f"layout), got {len(args.batch_limits)}", "--batch-limits")
     if args.batch_limits is not None and args.max_batch is not None:
         raise InputError("--max-batch fixes the engine's cap and --batch-limits tries several: give one",
                          "--batch-limits")

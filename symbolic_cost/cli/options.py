@@ -590,14 +590,17 @@ READ_AS_TYPED = frozenset(TRAINING_POLICY + RECIPE_POLICY + ("overlap", "recompu
 
 def field_list(known, aliases=None):
     """An option type reading comma-separated names, each one of ``known`` or of ``aliases`` (another
-    spelling of a known name: a column as the output heads it, ``total_s`` for ``total``)."""
+    spelling of a known name: a column as the output heads it, ``total_s`` for ``total``), each once."""
+    from symbolic_cost.checks import InputError, listed_once
+
     def names(text: str) -> list[str]:
         chosen = [(aliases or {}).get(name.strip(), name.strip()) for name in text.split(",")]
         unknown = [name for name in chosen if name not in known]
         if unknown:
             raise argparse.ArgumentTypeError(f"unknown {', '.join(unknown)}; known: {', '.join(known)}")
-        twice = sorted({name for name in chosen if chosen.count(name) > 1})
-        if twice:
-            raise argparse.ArgumentTypeError(f"{', '.join(twice)} named twice: name each once")
+        try:
+            listed_once(chosen, "names", "named", "name each once")
+        except InputError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
         return chosen
     return names

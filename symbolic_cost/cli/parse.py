@@ -14,7 +14,7 @@ import math
 from sympy import sympify
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, InputTypeError, fits, repeated_keys, shown
+from symbolic_cost.checks import InputError, InputTypeError, fits, listed_once, shown
 from symbolic_cost.reader import bounded, read, read_number
 
 
@@ -186,13 +186,11 @@ def grid_option(allowed, option: str = "--grid"):
         try:
             read = [fits(S.BY_NAME[name], v, name) for item in items
                     for v in (grid_range(item, name) if ":" in item else [read_number(item, argument=name)])]
+            if len(read) > MAX_RANGE:
+                raise InputError(f"{name}: {len(read):,} values, more than {MAX_RANGE:,} an axis", name)
+            listed_once(read, name)      # each would be a row again, the same configuration answered twice
         except InputError as error:
             raise argparse.ArgumentTypeError(str(error)) from None
-        if len(read) > MAX_RANGE:
-            raise argparse.ArgumentTypeError(f"{name}: {len(read):,} values, more than {MAX_RANGE:,} an axis")
-        twice = sorted(repeated_keys((v, None) for v in read))
-        if twice:       # each would be a row again, the same configuration answered twice
-            raise argparse.ArgumentTypeError(f"{name}: {', '.join(map(str, twice))} listed twice: list each value once")
         return name, [int(v) if v.is_Integer else v for v in read]
     return grid_type
 
@@ -222,9 +220,7 @@ def symbol_names(text: str, option: str) -> list:
     if unknown or not names:
         raise InputError(f"{option}: unknown name(s) {', '.join(map(repr, unknown))}; known: "
                          f"{', '.join(S.BY_NAME)}", option)
-    twice = sorted(repeated_keys((name, None) for name in names))
-    if twice:
-        raise InputError(f"{option}: {', '.join(twice)} named twice: name each once", option)
+    listed_once(names, option, "named", "name each once")
     return [S.BY_NAME[name] for name in names]
 
 

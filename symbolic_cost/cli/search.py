@@ -10,7 +10,7 @@ from sympy import lambdify
 
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks.context import VARIANTS as CP_VARIANTS
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, listed_once
 from symbolic_cost.cli import frameworks, options
 from symbolic_cost.cli.parse import grid_range
 from symbolic_cost.cli.values import architecture, conventions, sequence_length
@@ -47,13 +47,16 @@ recomputation and the schedule are what the search varies."""
 
 def degrees(text: str) -> tuple:
     """The type of ``--cp`` and ``--shard``: degrees as a list (``1,2,4,8``), ranges
-    (``1:8:x2``, ``cli.parse.grid_range``) or both, each an integer from 1 to ``MAX_DEVICES``."""
+    (``1:8:x2``, ``cli.parse.grid_range``) or both, each an integer from 1 to ``MAX_DEVICES`` and
+    listed once (``checks.listed_once``: ``1,1`` was read as ``1``, the repeat dropped unsaid)."""
     one = options.integer(1, MAX_DEVICES)
     try:
         items = [v for item in text.split(",") for v in (grid_range(item, "degrees") if ":" in item else [item])]
+        found = [one(str(v).strip()) for v in items]
+        listed_once(found, "degrees")
     except InputError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
-    return list(dict.fromkeys(one(str(v).strip()) for v in items))
+    return found
 
 
 def add_arguments(parser) -> None:

@@ -152,6 +152,25 @@ def _scalar(value):
     return value if isinstance(value, (str, int, float, bool, type(None))) else ()
 
 
+def fsdp_version(fsdp: dict) -> int:
+    """``fsdp_config.fsdp_version`` (1 unless given) as accelerate reads it: ``accelerate launch``
+    exports ``str(value)`` as ``FSDP_VERSION`` and the plugin takes ``int()`` of it, so ``"2"`` is
+    FSDP2, and ``true`` (``"True"``), ``2.0`` and ``null`` are refused, naming the key.
+
+    >>> fsdp_version({"fsdp_version": "2"}), fsdp_version({})
+    (2, 1)
+    """
+    value = fsdp.get("fsdp_version", 1)
+    try:
+        version = int(str(value))
+    except ValueError:
+        version = None
+    if version not in (1, 2):
+        raise InputError(f"fsdp_config.fsdp_version must be 1 or 2, got {value!r} (accelerate reads int() of its "
+                         f"text)", "fsdp_config.fsdp_version")
+    return version
+
+
 def fsdp_policy(fsdp: dict, per_node: int, world: int, notes: list) -> dict:
     """``zero``, ``shard``, ``reshard_after_forward``, offload and recomputation of ``fsdp_config``
     (``per_node`` devices a machine of ``world``).
@@ -165,18 +184,13 @@ def fsdp_policy(fsdp: dict, per_node: int, world: int, notes: list) -> dict:
     if wrap != "TRANSFORMER_BASED_WRAP":
         raise InputError(f"fsdp_config.fsdp_auto_wrap_policy {wrap!r}: the library gathers one transformer layer at "
                          f"a time (TRANSFORMER_BASED_WRAP)", "fsdp_config.fsdp_auto_wrap_policy")
-    version = fsdp.get("fsdp_version", 1)
-    if version not in (1, 2):
-        raise InputError(f"fsdp_config.fsdp_version must be 1 or 2, got {version!r}", "fsdp_config.fsdp_version")
+    version = fsdp_version(fsdp)
     if version == 2:
         if "fsdp_sharding_strategy" in fsdp:
             raise InputError("fsdp_config.fsdp_sharding_strategy is FSDP1's; FSDP2 takes fsdp_reshard_after_forward "
                              "(accelerate refuses both)", "fsdp_config.fsdp_sharding_strategy")
-        reshard = fsdp.get("fsdp_reshard_after_forward", True)
-        strategy = {True: "FULL_SHARD", False: "SHARD_GRAD_OP"}.get(_scalar(reshard))
-        if strategy is None:
-            raise InputError(f"fsdp_config.fsdp_reshard_after_forward must be true or false, got {reshard!r}",
-                             "fsdp_config.fsdp_reshard_after_forward")
+        reshard = switch(fsdp.get("fsdp_reshard_after_forward", True), "fsdp_config.fsdp_reshard_after_forward")
+        strategy = "FULL_SHARD" if reshard else "SHARD_GRAD_OP"
     else:
         if "fsdp_reshard_after_forward" in fsdp:      # FSDP1 defaults its sharding_strategy, which wins over it
             notes.append("fsdp_config.fsdp_reshard_after_forward: FSDP1 (fsdp_version 1) takes its strategy from "
@@ -190,11 +204,8 @@ def fsdp_policy(fsdp: dict, per_node: int, world: int, notes: list) -> dict:
         policy["reshard_after_forward"] = False
     if strategy == "HYBRID_SHARD" and per_node < world:
         policy["shard"] = per_node
-    flags = {}
-    for key in ("fsdp_offload_params", "fsdp_activation_checkpointing"):
-        flags[key] = fsdp.get(key, False)
-        if not isinstance(flags[key], bool):
-            raise InputError(f"fsdp_config.{key} must be true or false, got {flags[key]!r}", f"fsdp_config.{key}")
+    flags = {key: switch(fsdp.get(key, False), f"fsdp_config.{key}")
+             for key in ("fsdp_offload_params", "fsdp_activation_checkpointing")}
     if flags["fsdp_offload_params"]:
         policy["offload"] = "parameters"
     if flags["fsdp_activation_checkpointing"]:
@@ -305,7 +316,7 @@ def parallelism(config: dict, kind: str, world: int, notes: list, arch=None) -> 
     size = {name: _count(section, f"parallelism_config_{name}_size") for name in MESH}
     if size["sp"] > 1:
         return sequence_parallel(section, size, kind, world, notes)
-    if kind != "FSDP" or (config.get("fsdp_config") or {}).get("fsdp_version", 1) != 2:
+    if kind != "FSDP" or fsdp_version(config.get("fsdp_config") or {}) != 2:
         raise InputError("parallelism_config needs distributed_type FSDP with fsdp_version 2 (accelerate launch "
                          "refuses it otherwise)", "parallelism_config")
     total = size["dp_replicate"] * size["dp_shard"] * size["tp"] * size["cp"]
@@ -479,7 +490,7 @@ def fp8_policy(section, notes: list, fsdp_sharded: bool = False) -> dict:
     if backend == "AO":
         notes.append("fp8_config backend AO: torchao's Float8Linear on every linear layer but the first and the last; "
                      "the first (the first layer's first projection) counted in FP8")
-        gather = _switch(section.get("enable_fsdp_float8_all_gather", True), "enable_fsdp_float8_all_gather")
+        gather = _fp8_switch(section, "enable_fsdp_float8_all_gather", True)
         if gather and not fsdp_sharded:
             notes.append("fp8_config.enable_fsdp_float8_all_gather: FSDP2 gathers no sharded weights here; it "
                          "changes nothing")
@@ -489,7 +500,7 @@ def fp8_policy(section, notes: list, fsdp_sharded: bool = False) -> dict:
     if len(flags) != 3:
         raise InputError(f"fp8_config.override_linear_precision must be three flags (forward, data gradient, weight "
                          f"gradient), got {override!r}", "fp8_config.override_linear_precision")
-    if any(_switch(part, "override_linear_precision") for part in flags):
+    if any(switch(part, "fp8_config.override_linear_precision") for part in flags):
         raise InputError(f"fp8_config.override_linear_precision {override!r}: products kept in 16 bits for some "
                          f"passes are not modelled", "fp8_config.override_linear_precision")
     form = section.get("fp8_format", "HYBRID")
@@ -498,7 +509,7 @@ def fp8_policy(section, notes: list, fsdp_sharded: bool = False) -> dict:
                          f"TERecipeKwargs), got {form!r}", "fp8_config.fp8_format")
     notes.append("fp8_config backend TE: accelerate's convert_model swaps every linear layer (sizes multiples of 16) "
                  "for Transformer Engine's, the LM head too; the head counted in 16 bits")
-    if _switch(section.get("use_mxfp8_block_scaling", False), "use_mxfp8_block_scaling"):
+    if _fp8_switch(section, "use_mxfp8_block_scaling", False):
         return dict(precision="bf16", fp8="mxfp8")
     history = section.get("amax_history_len", 1024)
     if isinstance(history, bool) or not isinstance(history, int) or history < 1:
@@ -514,21 +525,35 @@ element, so the counts are the same."""
 
 SWITCH_WORDS = {"true": True, "yes": True, "y": True, "t": True, "on": True, "1": True,
                 "false": False, "no": False, "n": False, "f": False, "off": False, "0": False}
-"""Text accelerate reads as a switch (``utils.environment.str_to_bool``, which refuses anything else)."""
+"""Text accelerate reads as a switch (``utils.environment.str_to_bool``, which lowers its case,
+strips nothing and refuses anything else)."""
 
 
-def _switch(value, key: str) -> bool:
-    """``value`` of ``fp8_config.key`` as accelerate reads a switch: a YAML boolean, or text
-    ``str_to_bool`` takes; anything else is refused, naming the key.
+def switch(value, where: str) -> bool:
+    """A switch of the YAML (``fsdp_config.fsdp_offload_params``, ``fp8_config.use_mxfp8_block_scaling``,
+    ...) as ``accelerate launch`` hands it to the training script: ``str(value)`` in an environment
+    variable (``utils/launch.py``: ``FSDP_OFFLOAD_PARAMS``, ``ACCELERATE_FP8_*``) that the plugin
+    reads with ``str_to_bool`` (``FullyShardedDataParallelPlugin.__post_init__``, the FP8 recipes'
+    ``parse_flag_from_env``).  So a YAML boolean, the text ``"true"``/``"false"`` in any case,
+    ``"yes"``, ``"on"``, ``"1"`` and the number 1 or 0 are switches; text with spaces around it,
+    ``2``, ``1.0`` and ``null`` (``"None"``) are refused there, and here, naming ``where``.
 
-    >>> _switch("True", "use_mxfp8_block_scaling")
-    True
+    >>> switch("True", "fp8_config.use_mxfp8_block_scaling"), switch(0, "fsdp_config.fsdp_offload_params")
+    (True, False)
     """
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in SWITCH_WORDS:
-        return SWITCH_WORDS[value.strip().lower()]
-    raise InputError(f"fp8_config.{key} must be true or false, got {value!r}", f"fp8_config.{key}")
+    text = str(value).lower()
+    if text in SWITCH_WORDS:
+        return SWITCH_WORDS[text]
+    raise InputError(f"{where} must be true or false, got {value!r} (accelerate's str_to_bool reads "
+                     f"{', '.join(SWITCH_WORDS)}, in any case)", where)
+
+
+def _fp8_switch(section: dict, key: str, default: bool) -> bool:
+    """``fp8_config.key`` read as ``switch``, ``default`` where absent or ``null`` (``accelerate
+    launch`` exports no ``ACCELERATE_FP8_*`` variable for a value of ``None``, so the recipe's own
+    default applies)."""
+    value = section.get(key)
+    return default if value is None else switch(value, f"fp8_config.{key}")
 
 
 def _flags_of(value) -> list:

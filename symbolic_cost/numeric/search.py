@@ -31,7 +31,7 @@ import pandas as pd
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, InputTypeError, count, flag, instance, progress_flag, shown
+from symbolic_cost.checks import InputError, InputTypeError, count, flag, instance, listed_once, progress_flag, shown
 from symbolic_cost.collector import paused
 from symbolic_cost.models import Architecture, model_cost
 from symbolic_cost.models.architecture import MADE_BY
@@ -242,9 +242,7 @@ class Space:
                 raise InputTypeError(f"{name} must be a non-empty tuple of the values to try"
                                      f"{' (or ' + words + ')' if alone else ''}, got {shown(value)}", name)
             value = tuple(value)
-            twice = next((v for i, v in enumerate(value) if v in value[:i]), None)
-            if twice is not None:          # each layout would be tried, and listed, twice
-                raise InputError(f"{name} lists {twice!r} twice: list each value once", name)
+            listed_once(value, name)       # each layout would be tried, and listed, twice
             object.__setattr__(self, name, value)
         if self.policy is not None and not isinstance(self.policy, Mapping):
             raise InputTypeError(f"policy must be a dict of Training keywords every layout keeps, got {shown(self.policy)}",
