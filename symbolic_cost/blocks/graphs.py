@@ -110,12 +110,15 @@ def graph_scopes(impl, scope, names=("cuda_graph_impl", "cuda_graph_scope")) -> 
     if impl not in IMPLEMENTATIONS + (None,):
         raise InputError(f"{impl_name} must be one of {', '.join(IMPLEMENTATIONS)}, got {impl!r}", impl_name)
     scopes = _scope_names(scope, scope_name)
-    unknown = [s for s in scopes if s not in SCOPES]
+    unknown = [s for s in scopes if s not in SCOPES + ("full_iteration_inference",)]
     if unknown:
         raise InputError(f"{scope_name} {unknown[0]!r}: Megatron-Core's scopes are {', '.join(SCOPES)} (and mamba, "
-                         f"full)", scope_name)
+                         f"full, full_iteration_inference)", scope_name)
     if impl in (None, "none"):
         return ()
+    if "full_iteration_inference" in scopes:        # without an implementation it changes nothing (above)
+        raise InputError(f"{scope_name} full_iteration_inference: an inference engine's graph, which the library "
+                         f"does not time beside a training step's", scope_name)
     if impl == "full_iteration":
         if scopes:
             raise InputError(f"{scope_name} {' '.join(scopes)} beside {impl_name} full_iteration: the whole step is "
@@ -134,8 +137,7 @@ def graph_scopes(impl, scope, names=("cuda_graph_impl", "cuda_graph_scope")) -> 
 
 def _scope_names(scope, name: str) -> list:
     """``scope`` as a list of names: split at commas where it is one text (as Megatron-Core splits
-    it), each once, ``"full"`` (alone) as none, ``mamba`` left out (no Mamba layer is counted); the
-    inference-only ``full_iteration_inference`` is refused (the library times training)."""
+    it), each once, ``"full"`` (alone) as none, ``mamba`` left out (no Mamba layer is counted)."""
     if scope is not None and not isinstance(scope, (str, list, tuple)):
         raise InputError(f"{name} must be a list of scopes or their names, got {scope!r}", name)
     given = (scope.split(",") if scope else []) if isinstance(scope, str) else list(scope or [])
@@ -147,9 +149,6 @@ def _scope_names(scope, name: str) -> list:
             raise InputError(f"{name}: 'full' (the whole layer) cannot be given with other scopes (Megatron-Core's "
                              f"rule)", name)
         return []
-    if "full_iteration_inference" in given:
-        raise InputError(f"{name} full_iteration_inference: an inference engine's graph; the library times "
-                         f"training steps", name)
     return [s for s in given if s != "mamba"]
 
 
