@@ -89,22 +89,88 @@ WHOLE_LAYER = ("attn", "mlp", "moe")
 ``cuda_graph_scope`` empty, or ``"full"`` in Megatron-Bridge's recipes)."""
 
 
-def graph_scopes(impl, scope) -> tuple[str, ...]:
+def graph_scopes(impl, scope, names=("cuda_graph_impl", "cuda_graph_scope")) -> tuple[str, ...]:
     """``Execution.cuda_graphs`` for Megatron-Core's ``cuda_graph_impl`` and ``cuda_graph_scope``
-    (a list, a name, or ``None``): nothing without an implementation (``None`` or ``"none"``), the
-    whole step for ``full_iteration``, else the scopes given, or the whole layer where none is.
+    (``cuda_graph_modules`` since Megatron-Core 0.18; a list, a comma-separated name, or ``None``),
+    as ``TransformerConfig.__post_init__`` reads them: nothing without an implementation (``None`` or
+    ``"none"``), the whole step for ``full_iteration`` (whose scope must be empty), else the scopes
+    given, or the whole layer where none is (``"full"`` too).  ``local`` captures the router and the
+    dispatcher's preprocessing together (it does not tell them apart); ``full_iteration`` as a scope
+    is the older spelling of the whole step, Megatron-Core's own graph (refused beside Transformer
+    Engine's); ``mamba`` captures Mamba layers, which no model the library counts has; a scope named
+    twice is the same scope.  ``names``: the two settings as the reader's file names them, for its
+    refusals.
 
     >>> graph_scopes("transformer_engine", ["attn", "moe_router"]), graph_scopes("none", "full")
     (('attn', 'moe_router'), ())
-    >>> graph_scopes("local", "full")
-    ('attn', 'mlp', 'moe')
+    >>> graph_scopes("local", "full"), graph_scopes("local", ["moe_router"])
+    (('attn', 'mlp', 'moe'), ('moe_router', 'moe_preprocess'))
     """
+    impl_name, scope_name = names
     if impl not in IMPLEMENTATIONS + (None,):
-        raise InputError(f"cuda_graph_impl must be one of {', '.join(IMPLEMENTATIONS)}, got {impl!r}",
-                         "cuda_graph_impl")
+        raise InputError(f"{impl_name} must be one of {', '.join(IMPLEMENTATIONS)}, got {impl!r}", impl_name)
+    scopes = _scope_names(scope, scope_name)
+    unknown = [s for s in scopes if s not in SCOPES + ("full_iteration_inference",)]
+    if unknown:
+        raise InputError(f"{scope_name} {unknown[0]!r}: Megatron-Core's scopes are {', '.join(SCOPES)} (and mamba, "
+                         f"full, full_iteration_inference)", scope_name)
     if impl in (None, "none"):
         return ()
+    if "full_iteration_inference" in scopes:        # without an implementation it changes nothing (above)
+        raise InputError(f"{scope_name} full_iteration_inference: an inference engine's graph, which the library "
+                         f"does not time beside a training step's", scope_name)
     if impl == "full_iteration":
+        if scopes:
+            raise InputError(f"{scope_name} {' '.join(scopes)} beside {impl_name} full_iteration: the whole step is "
+                             f"one graph, and Megatron-Core asks for no scope with it", scope_name)
         return ("full_iteration",)
-    scopes = [scope] if isinstance(scope, str) else list(scope or [])
-    return check_scopes(tuple(scopes)) if scopes and scopes != ["full"] else WHOLE_LAYER
+    if "full_iteration" in scopes and impl == "transformer_engine":
+        raise InputError(f"{scope_name} full_iteration with {impl_name} transformer_engine: the whole step's graph is "
+                         f"Megatron-Core's own (local, or full_iteration), as Megatron-Core asserts", scope_name)
+    if impl == "local" and {"moe_router", "moe_preprocess"} & set(scopes):
+        scopes += [s for s in ("moe_router", "moe_preprocess") if s not in scopes]
+    try:
+        return check_scopes(tuple(scopes)) if scopes else WHOLE_LAYER
+    except InputError as error:
+        raise InputError(f"{scope_name}: {error.args[0]}", scope_name) from None
+
+
+def _scope_names(scope, name: str) -> list:
+    """``scope`` as a list of names: split at commas where it is one text (as Megatron-Core splits
+    it), each once, ``"full"`` (alone) as none, ``mamba`` left out (no Mamba layer is counted)."""
+    if scope is not None and not isinstance(scope, (str, list, tuple)):
+        raise InputError(f"{name} must be a list of scopes or their names, got {scope!r}", name)
+    given = (scope.split(",") if scope else []) if isinstance(scope, str) else list(scope or [])
+    if not all(isinstance(s, str) for s in given):
+        raise InputError(f"{name} must name its scopes, got {scope!r}", name)
+    given = list(dict.fromkeys(s.strip() for s in given))
+    if "full" in given:
+        if given != ["full"]:
+            raise InputError(f"{name}: 'full' (the whole layer) cannot be given with other scopes (Megatron-Core's "
+                             f"rule)", name)
+        return []
+    return [s for s in given if s != "mamba"]
+
+
+def for_model(scopes: tuple, arch, capacity, name: str) -> tuple:
+    """``scopes`` (``graph_scopes``'s) for the model ``arch`` with the experts' ``capacity`` factor
+    (``None``: dropless), refused where Megatron-Core's ``TransformerConfig`` refuses them for it
+    (an MoE scope without experts; ``mlp`` where every layer is an MoE layer, having no dense MLP),
+    or where a graph would replay an MoE module of dropless routing, whose shapes change every step
+    (``moe``, or the whole layer of an MoE model: ``blocks.moe``'s rule).  ``name``: the setting
+    the reader reads them from."""
+    if not scopes or "full_iteration" in scopes:
+        return scopes
+    moe, whole = arch.moe, scopes == WHOLE_LAYER        # the whole layer: its MLP or its MoE module, as it has
+    if moe is None and {"moe", "moe_router"} & set(scopes) and not whole:
+        raise InputError(f"{name} {' '.join(s for s in scopes if s.startswith('moe'))}: the model has no experts "
+                         f"(Megatron-Core: 'moe cuda graph is only supported for MoE')", name)
+    if moe is not None and "mlp" in scopes and not whole and all(moe.is_moe(i) for i in range(arch.n_layers)):
+        raise InputError(f"{name} mlp: every layer of the model is an MoE layer, with no dense MLP to capture "
+                         f"(Megatron-Core refuses it)", name)
+    if moe is not None and "moe" in scopes and capacity is None:
+        said = " (no scope: the whole layer, its MoE module too)" if whole else ""
+        raise InputError(f"{name}{said}: a graph replays fixed shapes, and dropless routing sends each expert a "
+                         f"different number of tokens every step; give a capacity factor, or capture 'attn' and "
+                         f"'moe_router'", name)
+    return scopes

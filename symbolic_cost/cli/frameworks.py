@@ -15,7 +15,8 @@ The file decides the model and the training.  On the command line beside it:
 * ``--set NAME=VALUE`` replaces a value the file gives (``b``, ``l``, ``m1``, ``s1``, ``d``, ``p``,
   ``n_micro``, ``ep``, ``etp``), explicitly: each replacement is listed in the output's notes;
 * the options the file decides (``FILE_OPTIONS``: precision, recomputation, schedule, overlap,
-  FP8, flash attention, the distributed optimizer, the capacity factor; with torchtitan also
+  FP8, flash attention, the distributed optimizer, the capacity factor; with Megatron-LM and
+  Megatron-Bridge also ``--optimizer`` and ``--cuda-graphs``; with torchtitan also
   ``--zero``, ``--shard``, ``--reshard-after-forward``, ``--optimizer`` and ``--offload``) set
   away from their defaults are refused: change the file (one typed at its default value cannot be
   told from none);
@@ -41,9 +42,10 @@ FILE_OPTIONS = ("--precision", "--distributed-optimizer", "--recompute", "--reco
 """Options whose choice the Megatron arguments make (refused beside ``--megatron-args`` when set away
 from their defaults)."""
 
-MEGATRON_OPTIONS = FILE_OPTIONS + ("--optimizer",)
-"""Options Megatron-LM's arguments decide: ``FILE_OPTIONS`` and its optimizer (``--optimizer``, adam
-by default); ``--zero`` too where the script shards with Megatron-FSDP or FSDP2 (``setup``)."""
+MEGATRON_OPTIONS = FILE_OPTIONS + ("--optimizer", "--cuda-graphs")
+"""Options Megatron-LM's arguments decide: ``FILE_OPTIONS``, its optimizer (``--optimizer``, adam
+by default) and its CUDA graphs (``--cuda-graphs``: none by default); ``--zero`` too where the
+script shards with Megatron-FSDP or FSDP2 (``setup``)."""
 
 TORCHTITAN_OPTIONS = FILE_OPTIONS + ("--zero", "--shard", "--reshard-after-forward", "--optimizer", "--offload",
                                      "--fp8-gather", "--attention-kernel", "--loss-chunks")
@@ -54,8 +56,8 @@ DEEPSPEED_OPTIONS = ("--zero", "--offload", "--distributed-optimizer", "--precis
 """Options a DeepSpeed config decides (``--precision`` and ``--zero`` fill its "auto" values instead;
 ``--optimizer`` only when it names an optimizer)."""
 
-NEMO_OPTIONS = FILE_OPTIONS + ("--optimizer",)
-"""Options a Megatron-Bridge YAML decides (its optimizer too)."""
+NEMO_OPTIONS = FILE_OPTIONS + ("--optimizer", "--cuda-graphs")
+"""Options a Megatron-Bridge YAML decides (its optimizer and its CUDA graphs too)."""
 
 ACCELERATE_OPTIONS = ("--zero", "--offload", "--distributed-optimizer", "--precision", "--shard",
                       "--reshard-after-forward", "--overlap")
@@ -107,7 +109,7 @@ def _given(args, flags: tuple) -> str | None:
                     capacity_factor=None, cp_variant=None, attention_kernel=None, zero=plain.zero,
                     optimizer=plain.optimizer, offload=plain.offload, shard=plain.shard,
                     reshard_after_forward=plain.reshard_after_forward, reference=None, lora_rank=None,
-                    lora_targets="q,v", lora_base="16-bit")
+                    lora_targets="q,v", lora_base="16-bit", cuda_graphs=[])
     for name, default in defaults.items():
         flag = "--" + name.replace("_", "-")
         if flag in flags and hasattr(args, name) and (getattr(args, name) != default or options.given(args, name)):

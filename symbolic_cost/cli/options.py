@@ -16,6 +16,7 @@ from fractions import Fraction
 from symbolic_cost import conventions as conv
 from symbolic_cost.cli.parser import MAX_INTEGER, Parser, UsageError, exact, integer, text  # noqa: F401  (options.*)
 from symbolic_cost.blocks import BUILDERS
+from symbolic_cost.blocks.graphs import SCOPES as GRAPH_SCOPES
 from symbolic_cost.models.config import PRESETS as MODELS
 from symbolic_cost.models.training import (PRECISIONS, RECOMPUTE, RECOMPUTE_METHODS, RECOMPUTE_MODULES, Overlap,
                                            Training, overlaps_sends)
@@ -262,6 +263,12 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True,
            help="the LM head and its loss run a piece of the sequence at a time, each piece's backward before "
                 "the next, so one piece's logits are alive at once (torchtitan's chunked loss) (default: 1, the "
                 "whole logits)")
+    option(group, "--cuda-graphs", type=field_list(GRAPH_SCOPES), default=[], metavar="SCOPE[,SCOPE...]",
+           action=Given,
+           help="parts of each layer replayed from CUDA graphs, for the time model (a replayed graph is one "
+                "kernel launch): Megatron-Core's --cuda-graph-scope, any of attn, mlp (a dense layer's), moe (a "
+                "capacity factor's MoE module), moe_router, moe_preprocess (with moe_router), or full_iteration "
+                "(the whole step); FLOPs and bytes stay the same (default: none)")
     option(group, "--fused-loss", action="store_true", default=PLAIN.fused_loss,
            help="the LM head and its loss as one function that forms both gradients in the forward, a chunk of "
                 "tokens' logits at a time, keeping the gradients of the head's input and weights instead of the "
@@ -383,7 +390,7 @@ TRAINING_POLICY = ("precision", "zero", "distributed_optimizer", "recompute", "r
                    "schedule", "virtual_stages", "first_stage_layers", "last_stage_layers", "embedding_in_split",
                    "loss_in_split", "pipeline_layout", "flash", "capacity_factor",
                    "expert_imbalance", "dispatcher", "mtp", "allow_long", "shard", "reshard_after_forward",
-                   "attention_kernel", "loss_chunks", "fused_loss", "tp_ends")
+                   "attention_kernel", "loss_chunks", "fused_loss", "tp_ends", "cuda_graphs")
 """The options ``training_policy`` passes on to ``Training`` as typed (besides ``overlap``,
 ``recompute_modules`` and ``cp_variant``, which it reads apart)."""
 
@@ -419,6 +426,9 @@ def timed_system(args):
         if given(args, "attention_kernel"):
             raise InputError("--attention-kernel times fused attention on the calibrated model; --ideal runs every "
                              "kernel at peak, so it would be ignored: drop one", "--attention-kernel")
+        if given(args, "cuda_graphs"):
+            raise InputError("--cuda-graphs saves kernel launches, which the calibrated model prices; --ideal "
+                             "launches none, so it would be ignored: drop one", "--cuda-graphs")
         return get_system(args.system)
     if getattr(args, "kernel_time", None):
         raise InputError("--kernel-time chooses a peak-side time model; add --ideal to use it (the default "

@@ -38,7 +38,7 @@ def add_arguments(parser) -> None:
     options.option(parser, "--top", type=int, default=3, help="modules listed per depth")
     UNCOUNTED.update({dest: parser.get_default(dest) for dest in ("precision", "zero", "distributed_optimizer",
                       "recompute", "schedule", "first_stage_layers", "last_stage_layers", "system", "kernel_time",
-                      "attention_kernel", "overlap", "loss_chunks", "fused_loss")})
+                      "attention_kernel", "overlap", "loss_chunks", "fused_loss", "cuda_graphs")})
 
 
 def run(args) -> int:

@@ -38,7 +38,7 @@ GLOBAL_BATCH = 1024
 """``--global-batch`` without a framework file."""
 
 FIXED = ("distributed_optimizer", "fp8", "fp8_gather", "overlap", "capacity_factor", "optimizer", "shard",
-         "reshard_after_forward", "attention_kernel", "loss_chunks", "fused_loss", "reference")
+         "reshard_after_forward", "attention_kernel", "loss_chunks", "fused_loss", "reference", "cuda_graphs")
 """The ``Training`` fields a framework file decides that every searched layout keeps (the precision
 and flash attention are ``search``'s own arguments, and a torchtitan file's ZeRO stage its
 ``--zero``; ``--attention-kernel`` is kept too, file or not); the degrees, the micro-batch,
@@ -146,6 +146,8 @@ def starting_point(args) -> tuple:
             kept.setdefault("policy", {})["loss_chunks"] = args.loss_chunks
         if args.fused_loss:
             kept.setdefault("policy", {})["fused_loss"] = True
+        if args.cuda_graphs:
+            kept.setdefault("policy", {})["cuda_graphs"] = tuple(args.cuda_graphs)
         return arch, dict(devices=args.devices, global_batch=args.global_batch or GLOBAL_BATCH, seq=seq, **context,
                           **kept), []
     found = args.framework

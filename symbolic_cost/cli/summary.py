@@ -108,18 +108,19 @@ LAYOUT = ("b", "l", "m1", "s1", "d", "p", "micro_batches", "cp", "cp_variant", "
           "zero", "shard", "reshard_after_forward", "distributed_optimizer", "offload", "optimizer", "recompute",
           "recompute_modules", "recompute_method", "recompute_layers", "schedule", "virtual_stages", "first_stage_layers",
           "last_stage_layers", "pipeline_layout", "overlap", "flash", "attention_kernel", "loss_chunks",
-          "fused_loss", "tp_ends")
+          "fused_loss", "tp_ends", "cuda_graphs")
 """The training fields ``summary --json`` reports as decoded (``layout``): what a framework file or
 the options set, so that a script reading a file sees what the reader made of it."""
 
 
 def decoded_layout(training: Training) -> dict:
     """``LAYOUT``'s fields of ``training``: numbers as numbers, the overlap as the names of what it
-    hides (``--overlap``'s words), the recomputed modules as a list, the rest as they are named."""
+    hides (``--overlap``'s words), the recomputed modules and the CUDA graphs' scopes as lists, the
+    rest as they are named."""
     def shown(name, value):
         if name == "overlap":
             return value.words()
-        if name == "recompute_modules":
+        if name in ("recompute_modules", "cuda_graphs"):
             return list(value)
         return number(value) if not isinstance(value, (str, bool, type(None))) else value
     return {name: shown(name, getattr(training, name)) for name in LAYOUT}

@@ -125,6 +125,11 @@ launched by ``python`` alone                one process (world size 1, noted)
 ``--attention-backend`` (auto),             ``flash``: auto, flash and fused keep no ``l^2`` scores
 ``--use-flash-attn``                        (Transformer Engine's fused kernels; auto in fp32: its
                                             unfused attention); unfused, local do
+``--cuda-graph-impl`` (none),               ``cuda_graphs`` (``blocks.graphs.graph_scopes``): the
+``--cuda-graph-modules`` (``--cuda-graph-   scopes given, the whole layer without one, the whole
+scope`` before 0.18), ``--enable-cuda-      step for full_iteration; the switches are local and
+graph``, ``--external-cuda-graph``          transformer_engine; refused where Megatron-Core refuses
+                                            them (an MoE scope without experts, ...)
 ``--context-parallel-size`` (1),            ``cp``; ``cp_variant`` from ``CP_COMM_TYPES``: p2p is
 ``--cp-comm-type`` (p2p)                    ``ring``, all_gather ``all-gather``, a2a ``ulysses``
 ``--mtp-num-layers`` (0)                    ``mtp_layers``, on the last stage
@@ -154,12 +159,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from symbolic_cost import symbols as S
+from symbolic_cost.blocks.graphs import IMPLEMENTATIONS, for_model, graph_scopes
 from symbolic_cost.blocks.moe import MoE
 from symbolic_cost.blocks.specs import Latent
 from symbolic_cost.checks import InputError, given_counts, instance
 from symbolic_cost.parallel.splits import layout_stages
 from symbolic_cost.models.architecture import MADE_BY, Architecture
-from symbolic_cost.models.launch_script import UNKNOWN, Launch
+from symbolic_cost.models.launch_script import UNKNOWN, Launch, known
 from symbolic_cost.models.megatron_precision import megatron_low_precision, precision_aware_adam
 from symbolic_cost.models.megatron_words import (NOTED, Options, parse, single_process, torchrun_default,
                                                  world_size)
@@ -241,6 +247,9 @@ def megatron_setup(launch: Launch, name: str, world: int | None = None, vocab: i
                          f"Megatron-LM ignores it")
         values[S.etp] = S.m1
     policy = _policy(o, arch, pp, sequence, notes)
+    graphs = _graphs(o, arch, policy.get("capacity_factor"), notes)
+    if graphs:
+        policy["cuda_graphs"] = graphs
     if cp > 1:
         policy["cp_variant"] = _cp_variant(o)
         if policy["precision"] == "fp32" and not policy["flash"]:
@@ -262,6 +271,46 @@ def _cp_variant(o: Options) -> str:
         raise InputError(f"--cp-comm-type {kind}: the library reads {', '.join(CP_COMM_TYPES)}", "--cp-comm-type")
     return CP_COMM_TYPES[kind]
 
+
+
+GRAPH_SCOPES = ("cuda-graph-modules", "cuda-graph-scope")
+"""Megatron-LM's option of the CUDA graphs' capture scope: ``--cuda-graph-modules`` since 0.18,
+where ``--cuda-graph-scope`` (its name before) is a deprecated spelling of it."""
+
+
+def _graphs(o: Options, arch: Architecture, capacity, notes: list) -> tuple:
+    """``cuda_graphs`` of ``--cuda-graph-impl`` (none) and ``--cuda-graph-modules`` or
+    ``--cuda-graph-scope`` (``GRAPH_SCOPES``), read by ``blocks.graphs.graph_scopes`` and checked for
+    the model (``for_model``), as ``validate_args`` reads them: the deprecated switches
+    ``--enable-cuda-graph`` and ``--external-cuda-graph`` are ``--cuda-graph-impl local`` and
+    ``transformer_engine`` (refused together, or beside an implementation other than none); the
+    older scope ``full_iteration`` is ``--cuda-graph-impl full_iteration`` (the migration of 0.18,
+    noted: before it, without an implementation, it captured nothing)."""
+    enable, external = o.flag("enable-cuda-graph"), o.flag("external-cuda-graph")
+    impl, switch = o.choice("cuda-graph-impl", "none", IMPLEMENTATIONS), "--cuda-graph-impl"
+    if enable and external:
+        raise InputError("--enable-cuda-graph and --external-cuda-graph together (Megatron-LM refuses them: one "
+                         "implementation)", "--external-cuda-graph")
+    if enable or external:
+        switch = "--enable-cuda-graph" if enable else "--external-cuda-graph"
+        if impl != "none":
+            raise InputError(f"{switch} with --cuda-graph-impl {impl}: the switch is the deprecated spelling of an "
+                             f"implementation, and Megatron-LM refuses both", switch)
+        impl = "local" if enable else "transformer_engine"
+    if all(name in o.options for name in GRAPH_SCOPES):
+        raise InputError("--cuda-graph-scope and --cuda-graph-modules together: the first is the second's deprecated "
+                         "name (Megatron-LM refuses both)", "--cuda-graph-scope")
+    option = next((name for name in GRAPH_SCOPES if name in o.options), GRAPH_SCOPES[0])
+    words = [known(word, f"--{option}") for word in o.options.get(option, [])]
+    if option in o.options and not words:
+        raise InputError(f"--{option} takes the scopes' names (attn, mlp, moe, moe_router, moe_preprocess)",
+                         f"--{option}")
+    if impl == "none" and "full_iteration" in words:
+        impl, words = "full_iteration", [word for word in words if word != "full_iteration"]
+        notes.append(f"--{option} full_iteration: Megatron-LM (since 0.18) runs it as --cuda-graph-impl "
+                     f"full_iteration, the whole step one graph (before 0.18, without --cuda-graph-impl, no graph)")
+    named = f"--{option}" if option in o.options else switch       # what was typed: a refusal names it
+    return for_model(graph_scopes(impl, words, names=("--cuda-graph-impl", f"--{option}")), arch, capacity, named)
 
 
 GPT2_VOCAB = 50257

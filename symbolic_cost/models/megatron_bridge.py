@@ -70,6 +70,11 @@ name: bf16_mixed, fp16_mixed), its ``bf16``, ``fp8``: the ``fp8_recipe`` (delaye
 (alltoall), ``moe_flex_dispatcher_backend``  no backend: alltoall), alltoall; ``capacity_factor``;
 (deepep), ``moe_expert_capacity_factor``     the keys restating the model compared with it
                                              (``megatron_bridge_keys.MOE_MODEL``)
+``model.cuda_graph_impl`` (none),            ``cuda_graphs`` (``blocks.graphs.graph_scopes``): the
+``cuda_graph_scope`` (or ``cuda_graph_       scopes given, the whole layer without one, the whole
+modules``), ``enable_cuda_graph``,           step for full_iteration (local: the whole step only,
+``external_cuda_graph`` (false)              as Megatron-Bridge); the switches: local and
+                                             transformer_engine of the whole layer
 world size (``--devices``)                   ``d = world / (m1 p cp)``, Megatron-LM's rules
 ============================================ =====================================================
 
@@ -85,6 +90,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from symbolic_cost import symbols as S
+from symbolic_cost.blocks.graphs import for_model, graph_scopes
 from symbolic_cost.checks import InputError, file_text, given_counts, instance
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.megatron_args import CP_COMM_TYPES, DISPATCHER_TYPES, SHARDING, Setup, layer_flags
@@ -273,8 +279,49 @@ def container_setup(c: Container, arch: Architecture, world: int, notes: list | 
         raise InputError(f"model.attention_backend {number!r}: the reader reads Megatron-Core's AttnBackend (1 to 5, "
                          f"or its name: {', '.join(ATTENTION_BACKENDS.values())})", "model.attention_backend")
     policy["flash"] = backend in ("flash", "fused", "auto")
+    graphs = cuda_graphs(c, arch, policy.get("capacity_factor"), notes)
+    if graphs:
+        policy["cuda_graphs"] = graphs
     policy.update(peft_policy(c.data.get("peft"), arch, notes))
     return Setup(arch, values, policy, notes)
+
+
+def cuda_graphs(c: Container, arch: Architecture, capacity, notes: list) -> tuple:
+    """``cuda_graphs`` of ``model.cuda_graph_impl`` (none) and ``cuda_graph_scope`` or
+    ``cuda_graph_modules`` (its name since Megatron-Core 0.18, which refuses both), read by
+    ``blocks.graphs.graph_scopes`` and checked for the model (``for_model``), as Megatron-Bridge
+    067f987 runs them: its ``validate_cuda_graph_configuration`` clears the scope of an
+    implementation "none" before Megatron-Core's ``__post_init__`` turns the deprecated
+    ``enable_cuda_graph`` and ``external_cuda_graph`` into ``local`` and ``transformer_engine``, so
+    each captures the whole layer (a scope beside them noted as cleared); it runs ``local`` graphs
+    only of the whole step (refused beside a scope, as it refuses them)."""
+    impl = c.get("model", "cuda_graph_impl", "none", str)
+    enable, external = (c.get("model", key, False, bool) for key in ("enable_cuda_graph", "external_cuda_graph"))
+    model = c.section("model")
+    scope, modules = model.get("cuda_graph_scope"), model.get("cuda_graph_modules")
+    if enable and external:
+        raise InputError("model.enable_cuda_graph and external_cuda_graph together (Megatron-Core refuses them: one "
+                         "implementation)", "model.external_cuda_graph")
+    if enable or external:
+        key, impl_given = ("model.enable_cuda_graph", "local") if enable else \
+            ("model.external_cuda_graph", "transformer_engine")
+        if impl != "none":
+            raise InputError(f"{key} with cuda_graph_impl {impl!r}: the switch is the deprecated spelling of an "
+                             f"implementation, and Megatron-Core refuses both", key)
+        if any(v not in (None, "full", []) for v in (scope, modules)):
+            notes.append(f"{key}: Megatron-Bridge clears the CUDA graph scope while cuda_graph_impl is 'none', "
+                         f"before Megatron-Core turns the switch into cuda_graph_impl {impl_given!r}: the whole layer")
+        return for_model(graph_scopes(impl_given, None), arch, capacity, key)
+    if scope is not None and modules not in (None, "full", []):
+        raise InputError("model.cuda_graph_scope and cuda_graph_modules together: the first is the second's "
+                         "deprecated name (Megatron-Core refuses both)", "model.cuda_graph_scope")
+    key, given = ("model.cuda_graph_scope", scope) if scope is not None else ("model.cuda_graph_modules", modules)
+    scopes = graph_scopes(impl, given, names=("model.cuda_graph_impl", key))
+    if impl == "local" and scopes != ("full_iteration",):
+        raise InputError(f"model.cuda_graph_impl 'local' with {key} {given!r}: Megatron-Bridge runs its own graphs "
+                         f"only of the whole step (full_iteration), and refuses them per layer; transformer_engine "
+                         f"captures a layer's parts", "model.cuda_graph_impl")
+    return for_model(scopes, arch, capacity, key if given not in (None, "full", []) else "model.cuda_graph_impl")
 
 
 def experts(c: Container, arch: Architecture, etp_default: int | None = None) -> dict:

@@ -31,7 +31,7 @@ override-lr-scheduler use-checkpoint-lr-scheduler fsdp-double-buffer fsdp-manual
 use-nccl-ub sgd-momentum logging-level rotary-scaling-factor mscale mscale-all-dim moe-token-drop-policy
 rope-type enable-experimental fp8-margin fp8-interval disable-gloo-process-groups export-force-local-attention
 disable-bf16-reduced-precision-matmul moe-per-layer-logging exit-on-missing-checkpoint use-dist-ckpt warmup
-exit-signal-handler num-dataset-builder-threads
+exit-signal-handler num-dataset-builder-threads cuda-graph-warmup-steps
 mtp-loss-scaling-factor trust-remote-code relative-attention-max-distance mask-prob short-seq-prob max-preds-per-seq presplit-sentences lazy-loader
 """.split())
 """Options that change no count of the library (read, not used)."""
@@ -106,7 +106,8 @@ READ = {
     "padded-vocab-size", "enable-gpt-oss", "mtp-num-layers", "squared-relu", "bert-no-binary-head",
     "vocab-extra-ids", "encoder-num-layers", "decoder-num-layers", "encoder-seq-length", "decoder-seq-length",
     "relative-attention-num-buckets", "use-precision-aware-optimizer", "main-params-dtype", "exp-avg-dtype",
-    "exp-avg-sq-dtype", "main-grads-dtype"}
+    "exp-avg-sq-dtype", "main-grads-dtype", "cuda-graph-impl", "cuda-graph-scope", "cuda-graph-modules",
+    "enable-cuda-graph", "external-cuda-graph"}
 """Options ``megatron_setup`` reads (see the module docstring's table)."""
 
 def parse(words: list, notes: list | None = None) -> dict:
