@@ -56,10 +56,12 @@ to write (``--out``) and ``--small``, which ``tests/test_reports.py`` covers: ne
 VALUES = {("search", "--tensor"): ["--tensor", "1d", "2d"],
           ("summary", "accelerate", "--devices"): ["--devices", "4"],       # the file launches 2 processes
           **{(command, "--attention-kernel"): ["--attention-kernel", "flash-attention-2"]
-             for command in ("summary", "sweep", "search", "profile")}}
+             for command in ("summary", "sweep", "search", "profile")},
+          **{(command, "--cuda-graphs"): ["--cuda-graphs", "attn"] for command in ("summary", "sweep", "search",
+                                                                                   "profile")}}
 """Where the first choice away from the default is the default itself (search's ``--tensor``
 defaults to the list ``[1d]``; ``--attention-kernel cudnn`` is H100's own kernel, the default
-system's)."""
+system's), or where an option takes a list argparse does not name the choices of (``--cuda-graphs``)."""
 ELSEWHERE = {"search --everything": "every choice the library expresses: minutes a run; "
                                     "tests/test_search_space.py checks the space it searches"}
 NOT_VALUES = {"--help", "--out", "--overwrite", "--chunk", "--workers", "--progress", "--dask", "--preset",
