@@ -187,3 +187,14 @@ def test_bridge_rows_take_the_v042_workloads_graphs():
     assert one("Qwen3_30B_a3B-DGX-H100").training.cuda_graphs == ()
     # LLAMA3_70B_PRETRAIN_CONFIG_GB200_NVFP4_V2: cuda_graph_impl="none", whatever later recipes say
     assert one("LLAMA3_70B-DGX-GB200-NVFP4").training.cuda_graphs == ()
+
+
+def test_a_tensor_grid_with_graphs_is_refused_not_ignored():
+    from symbolic_cost.models import model_cost
+    from symbolic_cost.models.config import preset
+    from symbolic_cost.models.grid_stack import on_grid
+    from symbolic_cost.parallel.grid import make_grid
+    grid = make_grid("2d", m1=2, m2=2)
+    with pytest.raises(InputError, match="tensor grid is not modelled") as caught:
+        model_cost(preset("gpt2"), on_grid(Training(b=1, l=512, cuda_graphs=("attn",)), grid))
+    assert caught.value.argument == "cuda_graphs"

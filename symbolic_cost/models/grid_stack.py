@@ -43,6 +43,10 @@ def on_grid(training, grid: Grid):
 def grid_stack(arch: Architecture, t, grid: Grid, start: Block, end: Block, kw: dict) -> tuple:
     """``(block, count)`` for the embedding ``start`` (``to_grid`` appended), the layers on ``grid``
     and the head ``end`` (``from_grid`` first); ``kw``: ``es``, ``es_mask``, ``conventions``."""
+    if getattr(t, "cuda_graphs", ()):     # Megatron-Core's scopes are its 1-D layers'; a grid's would be ignored
+        raise InputError(f"cuda_graphs {', '.join(t.cuda_graphs)} on a {grid.kind} tensor grid is not modelled "
+                         f"(Megatron-Core's graphs capture its own layers); use 1-D tensor parallelism (m1)",
+                         "cuda_graphs")
     refused = unsupported(arch)
     if refused:
         raise InputError(f"architecture {arch.name}: a {grid.kind} tensor grid does not model "
