@@ -247,10 +247,10 @@ def _seconds(flag: str):
 
 def refuse_itl_without_gaps(args, serving) -> None:
     """Refuse ``--slo-itl`` for requests of one output token: they have no gap between tokens to
-    bound (``load.check_run``'s rule, named by its option)."""
-    if args.slo_itl is not None and serving.l_out == 1:
-        raise InputError("--slo-itl bounds the gaps between a request's output tokens, and requests of l_out=1 "
-                         "have none (a prefill-only test): give --slo-ttft alone", "--slo-itl")
+    bound (``load.check_gaps``, the Python API's rule, named by its option)."""
+    from symbolic_cost.inference.load import check_gaps
+    check_gaps((args.slo_ttft or float("inf"), args.slo_itl or float("inf")), serving.l_out, "--slo-itl", "--slo-itl",
+               "give --slo-ttft alone")
 
 
 def load_test(args, arch, serving) -> dict:

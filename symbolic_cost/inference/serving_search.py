@@ -30,8 +30,8 @@ from functools import partial
 from symbolic_cost.checks import InputError, InputTypeError, count, instance, shown
 from symbolic_cost.inference.disaggregated import MAX_INSTANCES, Pools, serve_disaggregated
 from symbolic_cost.inference.lengths import FIXED, Lengths
-from symbolic_cost.inference.load import (LIMITS, MAX_REQUESTS, Runtime, StepModel, check_level, check_slo, serve,
-                                          sustained_rate)
+from symbolic_cost.inference.load import (LIMITS, MAX_REQUESTS, Runtime, StepModel, check_gaps, check_level,
+                                          check_slo, serve, sustained_rate)
 from symbolic_cost.inference.serving import SERVING_MADE_BY, Serving
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.timing.hardware import calibrated
@@ -162,14 +162,38 @@ def batch_limits(batches) -> tuple:
     return found
 
 
+CHOSEN = (("m1", 1, "tensor degree"),
+          ("p", 1, "pipeline degree (1, 2, 4 and 8 are tried where they divide the copies)"),
+          ("d", 1, "copies (devices / (m1 p))"), ("ep", 1, "expert split (attention data parallelism's)"),
+          ("etp", None, "expert split (attention data parallelism's)"))
+"""What ``rank`` chooses for each layout (``Layout.serving``): a ``Serving``'s field, its default and
+what sets it instead."""
+
+
+def check_request(serving: Serving) -> None:
+    """Refuse a ``serving`` that is not one request's shape: ``l_in`` and ``l_out`` not integers
+    (the load tests run numbers), or any field of ``CHOSEN`` set, which each layout would replace
+    without a word (``Serving(m1=8)`` ranked TP1, TP2 and TP4 layouts too)."""
+    for name in ("l_in", "l_out"):
+        if not getattr(serving, name).is_Integer:
+            raise InputError(f"serving.{name} must be a number for a layout search (its load tests run numbers), got "
+                             f"{getattr(serving, name)}", name)
+    for name, default, chooser in CHOSEN:
+        if getattr(serving, name) != default:
+            hint = f" (tensor=({serving.m1},) tries that degree alone)" if name == "m1" else ""
+            raise InputError(f"serving.{name}={getattr(serving, name)}: rank chooses each layout's {chooser}; leave "
+                             f"{name}={default}{hint}", name)
+
+
 def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, requests: int = 500,
          runtime_of=None, conventions=None, tensor=TENSOR, speculation=None,
          lengths: Lengths = FIXED) -> tuple[list[dict], list[dict]]:
     """``(ranked, left out)``: each layout of ``layouts(devices)`` with its sustained rate, best
     first (``rate``, ``rate_per_device``, the percentile TTFT and ITL there), and the tensor
-    degrees left out with the reason.  ``serving`` gives the request (``l_in``, ``l_out``) and
-    the formats; its ``m1`` and ``d`` (and under attention data parallelism ``ep`` and ``etp``) are
-    the layout's.  ``runtime_of(step, m1)``: the engine's
+    degrees left out with the reason.  ``serving`` gives the request (``l_in``, ``l_out``, numbers) and
+    the formats; its ``m1``, ``p``, ``d``, ``ep`` and ``etp`` are each layout's to choose, and one set
+    is refused by name, not replaced (``check_request``; ``tensor`` names the tensor degrees tried).
+    ``runtime_of(step, m1)``: the engine's
     ``load.Runtime`` for a deployment (default: ``load.Runtime()``), or a tuple of them, each tried
     (``capped``: the engine's own and caps on its batch); each row says its ``max_batch``.  ``speculation``
     (``speculative.Speculation``): every deployment decodes speculatively, its draft on the same
@@ -186,8 +210,9 @@ def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, 
     instance(arch, Architecture, "arch", " (models.config.preset or load)")
     instance(serving, Serving, "serving", SERVING_MADE_BY)
     instance(lengths, Lengths, "lengths", " (inference.lengths.Lengths)")
+    check_request(serving)
     calibrated(system)
-    check_level(level), check_slo(slo), count(requests, "requests", 1, MAX_REQUESTS)
+    check_level(level), check_gaps(check_slo(slo), serving.l_out), count(requests, "requests", 1, MAX_REQUESTS)
     if runtime_of is not None and not callable(runtime_of):
         raise InputTypeError(f"runtime_of must be a function of (step, m1) giving a load.Runtime, or None, got "
                              f"{shown(runtime_of)}", "runtime_of")
