@@ -575,8 +575,19 @@ def layout_search(args) -> int:
               f"p{q} TTFT {'-' if ttft is None else f'{ttft:.4g} s'}, ITL {'-' if itl is None else f'{itl:.4g} s'}")
     for row in left:
         cap = f", max batch {row['max_batch']:,}" if capped and "max_batch" in row else ""
-        print(f"left out: {row.get('layout') or 'TP' + str(row['m1'])}{cap}: {row['reason']}")
+        if not row.get("not_tried"):
+            print(f"left out: {row.get('layout') or 'TP' + str(row['m1'])}{cap}: {row['reason']}")
+    _print_not_tried([row for row in left if row.get("not_tried")], capped)
     return 0
+
+
+def _print_not_tried(rows: list, capped: bool) -> None:
+    """The layouts past the search's budget (``serving_search.SEARCH_STEPS``), on one line with the
+    reason and what tries them."""
+    if rows:
+        names = "; ".join(row["layout"] + (f", max batch {row['max_batch']:,}" if capped else "") for row in rows)
+        print(f"{rows[0]['reason']}; fewer --requests a copy, or fewer --devices or --batch-limits, try more: "
+              f"{names}")
 
 
 def engine_runtime(args, arch, serving):
