@@ -645,11 +645,11 @@ def check_gaps(slo, output_tokens, name: str = "slo's time between tokens", argu
     >>> check_gaps((1.0, 0.05), 1)
     Traceback (most recent call last):
     ...
-    symbolic_cost.checks.InputError: slo's time between tokens bounds the gaps between a request's output tokens, and requests of one output token (l_out=1) have none (a prefill-only test): bound the time to first token alone, slo=(ttft, math.inf)
+    symbolic_cost.checks.InputError: slo's time between tokens bounds the gaps between a request's output tokens, and requests of l_out=1 have none (one output token: a prefill-only test): bound the time to first token alone, slo=(ttft, math.inf)
     """
     if slo is not None and slo[1] != math.inf and output_tokens == 1:
-        raise InputError(f"{name} bounds the gaps between a request's output tokens, and requests of one output "
-                         f"token (l_out=1) have none (a prefill-only test): {instead}", argument)
+        raise InputError(f"{name} bounds the gaps between a request's output tokens, and requests of l_out=1 have "
+                         f"none (one output token: a prefill-only test): {instead}", argument)
 
 
 def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtime: Runtime = Runtime(),
