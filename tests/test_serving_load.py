@@ -298,12 +298,12 @@ def test_one_token_requests_on_a_one_sequence_engine_queue_as_m_d_1(load_factor)
 
 def test_the_sustained_rate_meets_the_slo_and_a_faster_one_does_not():
     from symbolic_cost.inference.load import sustained_rate
-    slo, runtime = (0.03, 1.0), Runtime(0, 0, max_batch=1)
+    slo, runtime = (0.03, math.inf), Runtime(0, 0, max_batch=1)
     rate, at = sustained_rate(Constant(0.01), 1, slo, 90, requests=2000, runtime=runtime)
     assert at.p90_ttft <= slo[0] and at.request_throughput > 0
     faster = serve(Constant(0.01), 1, rate * 1.05, requests=2000, runtime=runtime, slo=slo)
     assert faster.p90_ttft > slo[0]
-    assert sustained_rate(Constant(0.01), 1, (0.005, 1.0), 90, runtime=runtime) == (0.0, None)
+    assert sustained_rate(Constant(0.01), 1, (0.005, math.inf), 90, runtime=runtime) == (0.0, None)
     with pytest.raises(InputError, match="one of 50, 90, 99"):
         sustained_rate(Constant(0.01), 1, slo, 95)
 
@@ -396,11 +396,11 @@ def test_the_sustained_rate_stays_at_the_capacity_whatever_the_time_to_first_tok
     the interval below it 16 times, each rate meeting the bound, up to 100 (1 - 2^-16)."""
     from symbolic_cost.inference.load import sustained_rate
     runtime = Runtime(0, 0, max_batch=1)
-    rate, at = sustained_rate(Constant(0.01), 1, (100.0, 1.0), 90, requests=200, runtime=runtime)
+    rate, at = sustained_rate(Constant(0.01), 1, (100.0, math.inf), 90, requests=200, runtime=runtime)
     assert rate == pytest.approx(100 * (1 - 2**-16), rel=1e-9) and at is not None
     for level, rounds in ((90.0, 16), (90, 0), (90, True)):
         with pytest.raises(InputError):
-            sustained_rate(Constant(0.01), 1, (1.0, 1.0), level, rounds=rounds, runtime=runtime)
+            sustained_rate(Constant(0.01), 1, (1.0, math.inf), level, rounds=rounds, runtime=runtime)
 
 
 def test_a_rate_credited_to_a_run_too_short_for_a_queue_says_so(capsys):

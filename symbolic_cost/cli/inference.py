@@ -247,10 +247,10 @@ def _seconds(flag: str):
 
 def refuse_itl_without_gaps(args, serving) -> None:
     """Refuse ``--slo-itl`` for requests of one output token: they have no gap between tokens to
-    bound (``load.check_run``'s rule, named by its option)."""
-    if args.slo_itl is not None and serving.l_out == 1:
-        raise InputError("--slo-itl bounds the gaps between a request's output tokens, and requests of l_out=1 "
-                         "have none (a prefill-only test): give --slo-ttft alone", "--slo-itl")
+    bound (``load.check_gaps``, the Python API's rule, named by its option)."""
+    from symbolic_cost.inference.load import check_gaps
+    check_gaps((args.slo_ttft or float("inf"), args.slo_itl or float("inf")), serving.l_out, "--slo-itl", "--slo-itl",
+               "give --slo-ttft alone")
 
 
 def load_test(args, arch, serving) -> dict:
@@ -577,8 +577,19 @@ def layout_search(args) -> int:
               f"p{q} TTFT {'-' if ttft is None else f'{ttft:.4g} s'}, ITL {'-' if itl is None else f'{itl:.4g} s'}")
     for row in left:
         cap = f", max batch {row['max_batch']:,}" if capped and "max_batch" in row else ""
-        print(f"left out: {row.get('layout') or 'TP' + str(row['m1'])}{cap}: {row['reason']}")
+        if not row.get("not_tried"):
+            print(f"left out: {row.get('layout') or 'TP' + str(row['m1'])}{cap}: {row['reason']}")
+    _print_not_tried([row for row in left if row.get("not_tried")], capped)
     return 0
+
+
+def _print_not_tried(rows: list, capped: bool) -> None:
+    """The layouts past the search's budget (``serving_search.SEARCH_STEPS``), on one line with the
+    reason and what tries them."""
+    if rows:
+        names = "; ".join(row["layout"] + (f", max batch {row['max_batch']:,}" if capped else "") for row in rows)
+        print(f"{rows[0]['reason']}; fewer --requests a copy, or fewer --devices or --batch-limits, try more: "
+              f"{names}")
 
 
 def engine_runtime(args, arch, serving):

@@ -554,7 +554,8 @@ def check_run(step, output_tokens: int, requests: int, runtime, seed: int, slo,
     without its prompt, ``runtime`` not a ``Runtime``, ``output_tokens`` from 1 to ``MAX_OUTPUT``
     (and within the model's context, for a ``StepModel``, unless its serving allows longer),
     ``requests`` from 1 to ``MAX_REQUESTS``, a ``seed`` that is not an integer, ``lengths`` not a
-    ``inference.lengths.Lengths``."""
+    ``inference.lengths.Lengths``, a bound on the inter-token latency for one output token
+    (``check_gaps``)."""
     if not callable(step) or not isinstance(getattr(step, "prompt", None), int):
         raise InputTypeError(f"step must be a StepModel (a step's seconds, called, and its prompt), got {shown(step)}",
                              "step")
@@ -569,7 +570,9 @@ def check_run(step, output_tokens: int, requests: int, runtime, seed: int, slo,
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise InputTypeError(f"seed must be an integer (the arrivals' generator), got {shown(seed)}", "seed")
     instance(lengths, Lengths, "lengths", " (inference.lengths.Lengths: Lengths(prompts, outputs))")
-    return None if slo is None else check_slo(slo)
+    slo = None if slo is None else check_slo(slo)
+    check_gaps(slo, output_tokens)
+    return slo
 
 
 def check_budget(prompts: list[int], runtime: Runtime) -> None:
@@ -626,6 +629,27 @@ def check_slo(slo) -> tuple[float, float]:
             raise InputError(f"{name} must be a positive number of seconds (inf: no bound), got {shown(limit)}", "slo")
         limits.append(float(limit))
     return tuple(limits)
+
+
+def check_gaps(slo, output_tokens, name: str = "slo's time between tokens", argument: str = "slo",
+               instead: str = "bound the time to first token alone, slo=(ttft, math.inf)") -> None:
+    """Refuse a bound on the inter-token latency (``slo``'s second, as ``check_slo`` reads it,
+    finite) for requests of one output token (``output_tokens`` 1; every length ``lengths`` draws
+    around a mean of 1 is 1): there is no gap to bound, and a bound no gap is measured against
+    would pass unread (``None`` ITL, a layout ranked by the first token alone).  The one home of
+    the rule: the command line names it by its option (``name`` and ``argument`` ``--slo-itl``,
+    ``instead`` its alternative).
+
+    >>> check_gaps((1.0, math.inf), 1), check_gaps((1.0, 0.05), 2)
+    (None, None)
+    >>> check_gaps((1.0, 0.05), 1)
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: slo's time between tokens bounds the gaps between a request's output tokens, and requests of l_out=1 have none (one output token: a prefill-only test): bound the time to first token alone, slo=(ttft, math.inf)
+    """
+    if slo is not None and slo[1] != math.inf and output_tokens == 1:
+        raise InputError(f"{name} bounds the gaps between a request's output tokens, and requests of l_out=1 have "
+                         f"none (one output token: a prefill-only test): {instead}", argument)
 
 
 def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtime: Runtime = Runtime(),
@@ -923,6 +947,7 @@ def sustained_rate(step: StepModel, output_tokens: int, slo: tuple, level: int =
         raise InputError(f"rounds (halvings of the rate's interval) must be an integer from 1 to 64, got {rounds!r}",
                          "rounds")
     limit_ttft, limit_itl = slo = check_slo(slo)
+    check_gaps(slo, output_tokens)
     simulate = partial(simulate or serve, lengths=lengths)
 
     def meets(load: Load) -> bool:

@@ -20,6 +20,12 @@ weights do not fit, or that the model cannot split, is reported with its reason,
 Pipeline stages are how a copy spans more devices than a node's tensor degrees: they split the
 weights and the cache as tensor parallelism does, with no collective in each layer, and a request
 waits for each stage in turn.
+
+The search is bounded, since its work grows with the copies and so with the devices (one of 64
+devices ran past the command line's time budget, and held the web page's server as long): its load
+tests run about ``SEARCH_STEPS`` engine steps in all, the layouts tried from the fewest engines up
+(the largest tensor degree first), each layout's search whole or not at all, and the layouts past
+the budget are listed as not tried.
 """
 
 from __future__ import annotations
@@ -30,8 +36,8 @@ from functools import partial
 from symbolic_cost.checks import InputError, InputTypeError, count, instance, shown
 from symbolic_cost.inference.disaggregated import MAX_INSTANCES, Pools, serve_disaggregated
 from symbolic_cost.inference.lengths import FIXED, Lengths
-from symbolic_cost.inference.load import (LIMITS, MAX_REQUESTS, Runtime, StepModel, check_level, check_slo, serve,
-                                          sustained_rate)
+from symbolic_cost.inference.load import (LIMITS, MAX_REQUESTS, Runtime, StepModel, check_gaps, check_level,
+                                          check_slo, serve, sustained_rate)
 from symbolic_cost.inference.serving import SERVING_MADE_BY, Serving
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.timing.hardware import calibrated
@@ -73,6 +79,17 @@ class Layout:
         if self.attention_dp:
             return replace(serving, m1=self.m1, d=self.copies, ep=self.m1 * self.copies, etp=1)
         return replace(serving, m1=self.m1, p=self.p, d=1)
+
+    def sent(self, requests: int) -> int:
+        """The requests each of its load tests sends: ``requests`` to each copy, at most
+        ``load.MAX_REQUESTS`` (see ``rank``)."""
+        return min(requests * self.copies, MAX_REQUESTS)
+
+    @property
+    def engines(self) -> int:
+        """The engines its load test simulates, each a batch of its own: a copy's ``p`` batches in
+        flight, one a stage, for each of the ``copies`` (``load.serve``), ``devices / m1``."""
+        return self.copies * self.p
 
 
 def layouts(devices: int, tensor=TENSOR, splits: int = SPLITS, experts: bool = False,
@@ -162,14 +179,98 @@ def batch_limits(batches) -> tuple:
     return found
 
 
+SEARCH_STEPS = 8_000_000
+"""Most engine steps the load tests of one search run in all (``rank``'s ``budget``; ``steps_run``
+counts each test's once it has run, so the last may pass it).  The searches of
+``docs/inference.md`` on eight H100s are whole within it: Llama 3 70B ran 3.0 million (8 CPU-seconds
+on a 2-core machine), with three batch caps at 200 requests a copy 6.5 million (15 s), Qwen3-30B-A3B
+2.4 million (11 s); Llama 3 70B on 64 devices, which ran past the command line's 120 s (and held
+the web page's server as long), stops at it after 25 s with 11 layouts tried.  The test that passes
+it runs whole (at most ``load.MAX_REQUESTS`` requests, 20-30 s): on 512 devices the search ends
+after 26 s with one layout, on 4,096 after 46 s with none (each of their load tests sends 100,000)."""
+
+
+class Spent(Exception):
+    """The search's ``Budget`` is spent, and a load test is not run (not an ``InputError``: ``rank``
+    reads those as the layout's own, a cache that cannot hold one request)."""
+
+
+class Budget:
+    """What is ``left`` of a search's ``steps`` (``SEARCH_STEPS``), less each load test's once it
+    has run; once none is left it is ``spent``, and no test runs again."""
+
+    def __init__(self, steps: int):
+        self.steps = self.left = steps
+        self.spent = False
+
+    def charged(self, simulate, engines: int):
+        """``simulate`` (a load test called as ``load.serve`` is) that raises ``Spent`` instead of
+        running once nothing is left, and takes its steps from what is left: a layout's search runs
+        whole or not at all, its figures those of a search without a budget; the budget is passed by
+        one test at most."""
+        def run(step, tokens, rate, requests, *rest, **named):
+            if self.spent or self.left <= 0:
+                self.spent = True
+                raise Spent
+            load = simulate(step, tokens, rate, requests, *rest, **named)
+            self.left -= steps_run(load, requests, engines)
+            return load
+        return run
+
+    def reason(self) -> str:
+        """Why a layout was not tried."""
+        return (f"not tried: the search's budget of {self.steps:,} simulated engine steps was spent on the "
+                f"layouts tried before (the fewest engines, copies x stages, first)")
+
+
+def steps_run(load, requests: int, engines: int = 1) -> int:
+    """About how many steps a load test of ``engines`` engines (``Layout.engines``) ran: its span
+    (``requests`` over the request throughput) over the mean inter-token gap (a step's duration,
+    each decoding sequence's gap), for each engine, and at least one a request.  The work of a
+    simulation follows its steps, not its tokens: a batch of 200 sequences yields 200 tokens a
+    step, and a model whose objective holds its batches small takes a step a token.  Busy or idle
+    alike: a run with idle stretches counts more than it ran.
+
+    >>> from types import SimpleNamespace as Measured      # a load.Load's two figures
+    >>> steps_run(Measured(mean_itl=0.02, request_throughput=10.0), 100, engines=2)     # 2 x 10 s / 20 ms
+    1000
+    """
+    span = requests / load.request_throughput
+    return max(requests, engines * round(span / load.mean_itl)) if load.mean_itl else requests
+
+
+CHOSEN = (("m1", 1, "tensor degree"),
+          ("p", 1, "pipeline degree (1, 2, 4 and 8 are tried where they divide the copies)"),
+          ("d", 1, "copies (devices / (m1 p))"), ("ep", 1, "expert split (attention data parallelism's)"),
+          ("etp", None, "expert split (attention data parallelism's)"))
+"""What ``rank`` chooses for each layout (``Layout.serving``): a ``Serving``'s field, its default and
+what sets it instead."""
+
+
+def check_request(serving: Serving) -> None:
+    """Refuse a ``serving`` that is not one request's shape: ``l_in`` and ``l_out`` not integers
+    (the load tests run numbers), or any field of ``CHOSEN`` set, which each layout would replace
+    without a word (``Serving(m1=8)`` ranked TP1, TP2 and TP4 layouts too)."""
+    for name in ("l_in", "l_out"):
+        if not getattr(serving, name).is_Integer:
+            raise InputError(f"serving.{name} must be a number for a layout search (its load tests run numbers), got "
+                             f"{getattr(serving, name)}", name)
+    for name, default, chooser in CHOSEN:
+        if getattr(serving, name) != default:
+            hint = f" (tensor=({serving.m1},) tries that degree alone)" if name == "m1" else ""
+            raise InputError(f"serving.{name}={getattr(serving, name)}: rank chooses each layout's {chooser}; leave "
+                             f"{name}={default}{hint}", name)
+
+
 def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, requests: int = 500,
          runtime_of=None, conventions=None, tensor=TENSOR, speculation=None,
-         lengths: Lengths = FIXED) -> tuple[list[dict], list[dict]]:
+         lengths: Lengths = FIXED, budget: int | None = None) -> tuple[list[dict], list[dict]]:
     """``(ranked, left out)``: each layout of ``layouts(devices)`` with its sustained rate, best
     first (``rate``, ``rate_per_device``, the percentile TTFT and ITL there), and the tensor
-    degrees left out with the reason.  ``serving`` gives the request (``l_in``, ``l_out``) and
-    the formats; its ``m1`` and ``d`` (and under attention data parallelism ``ep`` and ``etp``) are
-    the layout's.  ``runtime_of(step, m1)``: the engine's
+    degrees left out with the reason.  ``serving`` gives the request (``l_in``, ``l_out``, numbers) and
+    the formats; its ``m1``, ``p``, ``d``, ``ep`` and ``etp`` are each layout's to choose, and one set
+    is refused by name, not replaced (``check_request``; ``tensor`` names the tensor degrees tried).
+    ``runtime_of(step, m1)``: the engine's
     ``load.Runtime`` for a deployment (default: ``load.Runtime()``), or a tuple of them, each tried
     (``capped``: the engine's own and caps on its batch); each row says its ``max_batch``.  ``speculation``
     (``speculative.Speculation``): every deployment decodes speculatively, its draft on the same
@@ -181,56 +282,84 @@ def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, 
     test whatever the layout.  Split over the copies, a short test per engine keeps the queues
     shorter at the same rate per device, and the layouts of many copies looked faster.
 
+    ``budget``: the most engine steps the search's load tests run in all (``Budget``; ``None``:
+    ``SEARCH_STEPS``).  The layouts are tried from the fewest engines (``Layout.engines``, ``devices
+    / m1``: the largest tensor degree first) up, in ``layouts``' order among equals, and once the
+    budget is spent no load test runs again: the layouts not tried are left out with ``not_tried``
+    and the reason, and the figures of those tried are those of a search without a budget.
+
     The caller's own arguments are checked before any layout is tried: a layout is left out for
     what it cannot hold, never for a wrong percentile, SLO, request count or system."""
     instance(arch, Architecture, "arch", " (models.config.preset or load)")
     instance(serving, Serving, "serving", SERVING_MADE_BY)
     instance(lengths, Lengths, "lengths", " (inference.lengths.Lengths)")
+    check_request(serving)
     calibrated(system)
-    check_level(level), check_slo(slo), count(requests, "requests", 1, MAX_REQUESTS)
+    check_level(level), check_gaps(check_slo(slo), serving.l_out), count(requests, "requests", 1, MAX_REQUESTS)
     if runtime_of is not None and not callable(runtime_of):
         raise InputTypeError(f"runtime_of must be a function of (step, m1) giving a load.Runtime, or None, got "
                              f"{shown(runtime_of)}", "runtime_of")
-    ranked, left = [], []
-    steps = {}
-    for layout in layouts(devices, tensor, experts=arch.moe is not None):
+    budget = SEARCH_STEPS if budget is None else budget
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+        raise InputError(f"budget must be a whole number of engine steps, at least 0, got {shown(budget)}", "budget")
+    found, steps, rows, spent = layouts(devices, tensor, experts=arch.moe is not None), {}, {}, Budget(budget)
+    for index in sorted(range(len(found)), key=lambda k: found[k].engines):     # the fewest engines first
+        layout = found[index]
         key = (layout.m1, layout.p, layout.attention_dp)
         if key not in steps:
-            try:
-                step = StepModel(arch, layout.serving(serving), system, conventions, speculation)
-                if step.cache_blocks(1, 1) == 0:
-                    raise InputError("the weights fill each device's memory, leaving none for the KV cache", "m1")
-                steps[key] = step
-            except InputError as error:             # the model does not split so, or does not fit
-                steps[key] = error
-        step = steps[key]
-        if isinstance(step, InputError):
-            if layout.pools is None:
-                named = layout.attention_dp or layout.p > 1
-                left.append({"m1": layout.m1, "p": layout.p, **({"layout": str(layout)} if named else {}),
-                             "reason": str(step)})
-            continue
-        engines = runtime_of(step, layout.m1) if runtime_of else Runtime()
-        if not all(isinstance(e, Runtime) for e in (engines if isinstance(engines, tuple) else (engines,))):
-            raise InputTypeError(f"runtime_of must give a load.Runtime or a tuple of them, gave {shown(engines)}",
-                                 "runtime_of")
-        simulate = partial(serve_disaggregated, pools=layout.pools) if layout.pools else \
-            partial(serve, replicas=layout.copies)
-        for runtime in engines if isinstance(engines, tuple) else (engines,):
-            try:
-                sent = min(requests * layout.copies, MAX_REQUESTS)
-                rate, at = sustained_rate(step, int(serving.l_out), slo, level, sent, runtime, simulate=simulate,
-                                          lengths=lengths)
-            except InputError as error:              # the cache cannot hold one request
-                left.append({"m1": layout.m1, "p": layout.p, "layout": str(layout), "max_batch": runtime.max_batch,
-                             "reason": str(error)})
-                continue
-            ranked.append({"layout": str(layout), "m1": layout.m1, "p": layout.p, "copies": layout.copies,
-                           "attention_dp": layout.attention_dp,
-                           "prefill": layout.pools.prefill if layout.pools else None,
-                           "decode": layout.pools.decode if layout.pools else None, "max_batch": runtime.max_batch,
-                           "rate": rate, "rate_per_device": rate / devices,
-                           f"p{level}_ttft": getattr(at, f"p{level}_ttft") if at else None,
-                           f"p{level}_itl": getattr(at, f"p{level}_itl") if at else None})
+            steps[key] = _step(arch, layout.serving(serving), system, conventions, speculation)
+        rows[index] = _rows(layout, steps[key], runtime_of, int(serving.l_out), slo, level, requests, lengths,
+                            devices, spent)
+    ranked = [row for k in range(len(found)) for row in rows[k][0]]
     ranked.sort(key=lambda row: -row["rate"])
+    return ranked, [row for k in range(len(found)) for row in rows[k][1]]
+
+
+def _step(arch, serving: Serving, system, conventions, speculation):
+    """The ``StepModel`` of one deployment, or the ``InputError`` that says why it cannot serve
+    (the model does not split so, or its weights leave no room for a KV cache)."""
+    try:
+        step = StepModel(arch, serving, system, conventions, speculation)
+        if step.cache_blocks(1, 1) == 0:
+            raise InputError("the weights fill each device's memory, leaving none for the KV cache", "m1")
+        return step
+    except InputError as error:
+        return error
+
+
+def _rows(layout: Layout, step, runtime_of, output_tokens: int, slo, level: int, requests: int, lengths,
+          devices: int, spent: Budget) -> tuple[list, list]:
+    """``(ranked, left out)`` rows of one layout: its rate under each runtime, or why it is left out
+    (its deployment cannot serve, its cache cannot hold one request, or the search's ``spent``
+    budget would be passed: not tried)."""
+    if isinstance(step, InputError):
+        named = layout.attention_dp or layout.p > 1
+        return [], [] if layout.pools else [{"m1": layout.m1, "p": layout.p,
+                                             **({"layout": str(layout)} if named else {}), "reason": str(step)}]
+    engines = runtime_of(step, layout.m1) if runtime_of else Runtime()
+    engines = engines if isinstance(engines, tuple) else (engines,)
+    if not all(isinstance(e, Runtime) for e in engines):
+        raise InputTypeError(f"runtime_of must give a load.Runtime or a tuple of them, gave {shown(engines)}",
+                             "runtime_of")
+    simulate = spent.charged(partial(serve_disaggregated, pools=layout.pools) if layout.pools else
+                             partial(serve, replicas=layout.copies), layout.engines)
+    ranked, left = [], []
+    for runtime in engines:
+        where = {"m1": layout.m1, "p": layout.p, "layout": str(layout), "max_batch": runtime.max_batch}
+        try:
+            rate, at = sustained_rate(step, output_tokens, slo, level, layout.sent(requests), runtime,
+                                      simulate=simulate, lengths=lengths)
+        except InputError as error:              # the cache cannot hold one request
+            left.append({**where, "reason": str(error)})
+            continue
+        except Spent:
+            left.append({**where, "not_tried": True, "reason": spent.reason()})
+            continue
+        ranked.append({"layout": str(layout), "m1": layout.m1, "p": layout.p, "copies": layout.copies,
+                       "attention_dp": layout.attention_dp,
+                       "prefill": layout.pools.prefill if layout.pools else None,
+                       "decode": layout.pools.decode if layout.pools else None, "max_batch": runtime.max_batch,
+                       "rate": rate, "rate_per_device": rate / devices,
+                       f"p{level}_ttft": getattr(at, f"p{level}_ttft") if at else None,
+                       f"p{level}_itl": getattr(at, f"p{level}_itl") if at else None})
     return ranked, left
