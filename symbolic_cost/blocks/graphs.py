@@ -97,8 +97,9 @@ def graph_scopes(impl, scope, names=("cuda_graph_impl", "cuda_graph_scope")) -> 
     given, or the whole layer where none is (``"full"`` too).  ``local`` captures the router and the
     dispatcher's preprocessing together (it does not tell them apart); ``full_iteration`` as a scope
     is the older spelling of the whole step, Megatron-Core's own graph (refused beside Transformer
-    Engine's); ``mamba`` captures Mamba layers, which no model the library counts has; a scope named
-    twice is the same scope.  ``names``: the two settings as the reader's file names them, for its
+    Engine's); ``mamba`` captures Mamba layers, which no model the library counts has (a scope of
+    ``mamba`` alone captures nothing here, as ``_layer_is_graphable`` graphs no other layer; it is
+    no empty scope, the whole layer); a scope named twice is the same scope.  ``names``: the two settings as the reader's file names them, for its
     refusals.
 
     >>> graph_scopes("transformer_engine", ["attn", "moe_router"]), graph_scopes("none", "full")
@@ -110,7 +111,7 @@ def graph_scopes(impl, scope, names=("cuda_graph_impl", "cuda_graph_scope")) -> 
     if impl not in IMPLEMENTATIONS + (None,):
         raise InputError(f"{impl_name} must be one of {', '.join(IMPLEMENTATIONS)}, got {impl!r}", impl_name)
     scopes = _scope_names(scope, scope_name)
-    unknown = [s for s in scopes if s not in SCOPES + ("full_iteration_inference",)]
+    unknown = [s for s in scopes if s not in SCOPES + ("full_iteration_inference", "mamba")]
     if unknown:
         raise InputError(f"{scope_name} {unknown[0]!r}: Megatron-Core's scopes are {', '.join(SCOPES)} (and mamba, "
                          f"full, full_iteration_inference)", scope_name)
@@ -124,6 +125,9 @@ def graph_scopes(impl, scope, names=("cuda_graph_impl", "cuda_graph_scope")) -> 
             raise InputError(f"{scope_name} {' '.join(scopes)} beside {impl_name} full_iteration: the whole step is "
                              f"one graph, and Megatron-Core asks for no scope with it", scope_name)
         return ("full_iteration",)
+    given, scopes = scopes, [s for s in scopes if s != "mamba"]
+    if given and not scopes:                        # Mamba layers only: none in the models counted
+        return ()
     if "full_iteration" in scopes and impl == "transformer_engine":
         raise InputError(f"{scope_name} full_iteration with {impl_name} transformer_engine: the whole step's graph is "
                          f"Megatron-Core's own (local, or full_iteration), as Megatron-Core asserts", scope_name)
@@ -137,7 +141,7 @@ def graph_scopes(impl, scope, names=("cuda_graph_impl", "cuda_graph_scope")) -> 
 
 def _scope_names(scope, name: str) -> list:
     """``scope`` as a list of names: split at commas where it is one text (as Megatron-Core splits
-    it), each once, ``"full"`` (alone) as none, ``mamba`` left out (no Mamba layer is counted)."""
+    it), each once, ``"full"`` (alone) as none."""
     if scope is not None and not isinstance(scope, (str, list, tuple)):
         raise InputError(f"{name} must be a list of scopes or their names, got {scope!r}", name)
     given = (scope.split(",") if scope else []) if isinstance(scope, str) else list(scope or [])
@@ -149,7 +153,7 @@ def _scope_names(scope, name: str) -> list:
             raise InputError(f"{name}: 'full' (the whole layer) cannot be given with other scopes (Megatron-Core's "
                              f"rule)", name)
         return []
-    return [s for s in given if s != "mamba"]
+    return given
 
 
 def for_model(scopes: tuple, arch, capacity, name: str) -> tuple:

@@ -1,0 +1,104 @@
+"""A tenth probe: CUDA graphs (``Training(cuda_graphs=...)``, ``--cuda-graphs``, the Megatron-LM and
+Megatron-Bridge readers' ``cuda_graph_impl``/``cuda_graph_scope``), ``Efficiency.group_kernel`` and
+``Cost.graph`` given hostile values (wrong types, empty, unknown, repeated and huge lists, symbols,
+negative and unset factors) and combinations Megatron-Core refuses, on every model kind.  Most were
+refused as the rules ask; what was not is tested here, one test per finding, each saying what
+happened before.  The expectations follow from Megatron-Core's own rules (``TransformerConfig.
+__post_init__`` and ``_layer_is_graphable`` in ``megatron/core/transformer``), not from the
+library's output."""
+
+import json
+from pathlib import Path
+
+import pytest
+from sympy import Rational
+
+from test_hostile_seventh import refusal
+from test_refusals import refused
+
+HF = Path(__file__).parent / "hf_configs"
+MIXTRAL, T5, DEEPSEEK = (HF / f"{name}.json" for name in ("Mixtral-8x7B-v0.1", "t5-small", "DeepSeek-V2-Lite"))
+"""Mixtral: every layer an MoE layer; T5: dense, encoder-decoder; DeepSeek-V2-Lite: its first layer
+dense (``first_k_dense_replace`` 1), the other 26 MoE."""
+DENSE = ("--num-layers 4 --hidden-size 256 --num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 "
+         "--micro-batch-size 1 --global-batch-size 8 --tokenizer-type NullTokenizer --vocab-size 1000 --swiglu ")
+
+
+def _arch(path):
+    from symbolic_cost.models.config import from_config
+    return from_config(json.loads(Path(path).read_text()))
+
+
+def _seconds(arch, training) -> float:
+    from symbolic_cost.models import model_cost
+    from symbolic_cost.timing.hardware import calibrated
+    from symbolic_cost.timing.step import step_time_breakdown
+    return float(step_time_breakdown(model_cost(arch, training), calibrated("h100"))["total"])
+
+
+def _megatron_graphs(words: str) -> tuple:
+    from symbolic_cost.models.launch_script import read_launch
+    from symbolic_cost.models.megatron_args import megatron_setup
+    from symbolic_cost.models.megatron_words import inert
+    setup = megatron_setup(read_launch(f"torchrun --nproc_per_node 8 pretrain_gpt.py {words}", "s", inert=inert), "s")
+    return setup.policy.get("cuda_graphs", ())
+
+
+# scopes and the model
+
+
+def test_an_moe_module_captured_whole_with_a_capacity_factor_is_timed():
+    """``Training(capacity_factor=5/4, cuda_graphs=("moe",))`` on Mixtral (and ``--cuda-graphs moe
+    --capacity-factor 1.25``) was refused as "dropless routing ... give a capacity_factor", the
+    capacity factor given: the model's own counts (``Training.own_counts``, dropless) kept the
+    graphs.  Megatron-Core captures a drop-and-pad MoE module whole; the graphs change launches
+    only, so the parameters are the same and the step shorter."""
+    from symbolic_cost.models import Training, model_cost
+    arch = _arch(MIXTRAL)
+    plain = Training(b=1, l=4096, ep=8, etp=1, d=8, capacity_factor=Rational(5, 4))
+    graphed = Training(b=1, l=4096, ep=8, etp=1, d=8, capacity_factor=Rational(5, 4), cuda_graphs=("moe",))
+    assert model_cost(arch, graphed).parameters == model_cost(arch, plain).parameters
+    assert _seconds(arch, graphed) < _seconds(arch, plain)
+
+
+@pytest.mark.parametrize("path, scopes", [
+    (None, ("moe_router",)),                       # GPT-2: no experts
+    (None, ("moe",)),
+    (None, ("attn", "moe_router", "moe_preprocess")),
+    (T5, ("moe_router",)),                         # an encoder-decoder without experts
+    (MIXTRAL, ("mlp",)),                           # every layer MoE: no dense MLP
+])
+def test_graphs_of_a_part_the_model_lacks_are_refused(capsys, path, scopes):
+    """Each was accepted and changed nothing (``--cuda-graphs moe_router`` on GPT-2 printed GPT-2's
+    step time without graphs): the scope names a part the model does not have.  Megatron-Core
+    asserts "moe cuda graph is only supported for MoE" and "mlp cuda graph is only supported for
+    dense layers"; the readers refused them already, ``Training`` now does too."""
+    from symbolic_cost.models import Training, model_cost
+    from symbolic_cost.models.config import preset
+    arch = preset("gpt2") if path is None else _arch(path)
+    degrees = dict(ep=8, etp=1, d=8) if path == MIXTRAL else {}
+    refusal(lambda: model_cost(arch, Training(b=1, l=512, cuda_graphs=scopes, **degrees)), "cuda_graphs")
+    model = ["--preset", "gpt2"] if path is None else ["--hf-config", str(path)]
+    refused(capsys, ["summary", *model, "--set", "b=1", "l=512", *[f"{k}={v}" for k, v in degrees.items()],
+                     "--cuda-graphs", ",".join(scopes)], "--cuda-graphs")
+
+
+def test_the_dense_mlp_of_a_model_with_some_dense_layers_is_still_captured():
+    """The other side of the rule: DeepSeek-V2-Lite's first layer is dense, so ``mlp`` captures it
+    (Megatron-Core refuses ``mlp`` only where no layer is dense) and the step is shorter."""
+    from symbolic_cost.models import Training
+    arch = _arch(DEEPSEEK)
+    assert _seconds(arch, Training(b=1, l=1024, cuda_graphs=("mlp",))) < _seconds(arch, Training(b=1, l=1024))
+
+
+def test_a_scope_of_mamba_alone_captures_nothing_of_a_transformer():
+    """``--cuda-graph-impl transformer_engine --cuda-graph-modules mamba`` on a GPT model was read
+    as the whole layer (attn, mlp, moe): ``mamba`` was dropped and the empty scope left was read as
+    Megatron-Core's empty scope.  Megatron-Core's ``_layer_is_graphable`` graphs a transformer
+    layer under a non-empty scope only for attn, mlp or an MoE scope: none is graphed.  Beside
+    ``full_iteration``, whose scope Megatron-Core asserts is empty, ``mamba`` is refused."""
+    from symbolic_cost.blocks.graphs import graph_scopes
+    assert graph_scopes("transformer_engine", ["mamba"]) == () and graph_scopes("local", "mamba") == ()
+    assert graph_scopes("transformer_engine", ["mamba", "attn"]) == ("attn",)
+    assert _megatron_graphs(DENSE + "--cuda-graph-impl transformer_engine --cuda-graph-modules mamba") == ()
+    refusal(lambda: graph_scopes("full_iteration", ["mamba"]), "cuda_graph_scope")
