@@ -102,3 +102,33 @@ def test_a_scope_of_mamba_alone_captures_nothing_of_a_transformer():
     assert graph_scopes("transformer_engine", ["mamba", "attn"]) == ("attn",)
     assert _megatron_graphs(DENSE + "--cuda-graph-impl transformer_engine --cuda-graph-modules mamba") == ()
     refusal(lambda: graph_scopes("full_iteration", ["mamba"]), "cuda_graph_scope")
+
+
+# graphs beside recomputation
+
+
+def test_per_layer_graphs_beside_full_recomputation_are_refused(tmp_path, capsys):
+    """``--recompute full --cuda-graphs attn``, ``Training(recompute="full", cuda_graphs=("attn",))``,
+    a Megatron-LM script of ``--cuda-graph-impl transformer_engine --recompute-granularity full`` and
+    a Megatron-Bridge dump of ``external_cuda_graph: true`` with ``recompute_granularity: full`` were
+    each accepted and timed.  Megatron-Core asserts "full recompute is only supported with full
+    iteration CUDA graph"; the whole step's graph stays allowed beside it."""
+    from symbolic_cost.models import Training
+    refusal(lambda: Training(recompute="full", cuda_graphs=("attn",)), "cuda_graphs")
+    assert Training(recompute="full", cuda_graphs=("full_iteration",)).cuda_graphs == ("full_iteration",)
+    refused(capsys, ["summary", "--preset", "gpt2", "--set", "b=1", "l=512", "--recompute", "full",
+                     "--cuda-graphs", "attn"], "--cuda-graphs", "full recompute")
+    script = tmp_path / "run.sh"
+    script.write_text(f"torchrun --nproc_per_node 8 pretrain_gpt.py {DENSE} --bf16 --cuda-graph-impl transformer_engine "
+                      f"--recompute-granularity full --recompute-method uniform --recompute-num-layers 1\n")
+    refused(capsys, ["summary", "--megatron-args", str(script), "--devices", "8"], "--cuda-graph-impl",
+            "--recompute-granularity full")
+    dump = (Path(__file__).parent / "framework_inputs" / "megatron_bridge_llama32_1b.yaml").read_text()
+    for old, new in (("  external_cuda_graph: false\n", "  external_cuda_graph: true\n"),
+                     ("  recompute_granularity: null\n", "  recompute_granularity: full\n"),
+                     ("  recompute_method: null\n", "  recompute_method: uniform\n")):
+        assert dump.count(old) == 1
+        dump = dump.replace(old, new)
+    (tmp_path / "run.yaml").write_text(dump)
+    refused(capsys, ["summary", "--nemo-recipe", str(tmp_path / "run.yaml"), "--devices", "8"],
+            "model.cuda_graph_impl", "recompute_granularity 'full'")

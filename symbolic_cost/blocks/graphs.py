@@ -64,6 +64,25 @@ def check_scopes(scopes) -> tuple[str, ...]:
     return scopes
 
 
+def check_recompute(scopes: tuple, recompute, names=("cuda_graphs", "recompute='full'")) -> None:
+    """Refuse per-layer graphs (any scope but ``full_iteration``) beside full recomputation, as
+    Megatron-Core's ``TransformerConfig`` asserts ("full recompute is only supported with full
+    iteration CUDA graph"): a layer recomputed whole in the backward is not replayed from its
+    graph.  ``names``: the graphs' and the recomputation's settings as the caller's input says them.
+
+    >>> check_recompute(("full_iteration",), "full"), check_recompute(("attn",), "selective")
+    (None, None)
+    >>> check_recompute(("attn",), "full")
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: cuda_graphs (capturing attn) with recompute='full': Megatron-Core recomputes whole layers only under the whole step's graph (full_iteration: 'full recompute is only supported with full iteration CUDA graph')
+    """
+    if recompute == "full" and scopes and tuple(scopes) != ("full_iteration",):
+        raise InputError(f"{names[0]} (capturing {' '.join(scopes)}) with {names[1]}: Megatron-Core recomputes "
+                         f"whole layers only under the whole step's graph (full_iteration: 'full recompute is only "
+                         f"supported with full iteration CUDA graph')", names[0])
+
+
 def captured(rows, flags) -> tuple:
     """``rows`` with those whose flag is true marked as replayed from a CUDA graph: each run of
     consecutive captured rows is one graph, its first row paying the replay.

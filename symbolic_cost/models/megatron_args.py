@@ -159,7 +159,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from symbolic_cost import symbols as S
-from symbolic_cost.blocks.graphs import IMPLEMENTATIONS, for_model, graph_scopes
+from symbolic_cost.blocks.graphs import IMPLEMENTATIONS, check_recompute, for_model, graph_scopes
 from symbolic_cost.blocks.moe import MoE
 from symbolic_cost.blocks.specs import Latent
 from symbolic_cost.checks import InputError, given_counts, instance
@@ -248,6 +248,7 @@ def megatron_setup(launch: Launch, name: str, world: int | None = None, vocab: i
         values[S.etp] = S.m1
     policy = _policy(o, arch, pp, sequence, notes)
     graphs = _graphs(o, arch, policy.get("capacity_factor"), notes)
+    check_recompute(graphs, policy.get("recompute"), ("--cuda-graph-impl", "--recompute-granularity full"))
     if graphs:
         policy["cuda_graphs"] = graphs
     if cp > 1:

@@ -90,7 +90,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from symbolic_cost import symbols as S
-from symbolic_cost.blocks.graphs import for_model, graph_scopes
+from symbolic_cost.blocks.graphs import check_recompute, for_model, graph_scopes
 from symbolic_cost.checks import InputError, file_text, given_counts, instance
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.megatron_args import CP_COMM_TYPES, DISPATCHER_TYPES, SHARDING, Setup, layer_flags
@@ -280,6 +280,7 @@ def container_setup(c: Container, arch: Architecture, world: int, notes: list | 
                          f"or its name: {', '.join(ATTENTION_BACKENDS.values())})", "model.attention_backend")
     policy["flash"] = backend in ("flash", "fused", "auto")
     graphs = cuda_graphs(c, arch, policy.get("capacity_factor"), notes)
+    check_recompute(graphs, policy.get("recompute"), ("model.cuda_graph_impl", "model.recompute_granularity 'full'"))
     if graphs:
         policy["cuda_graphs"] = graphs
     policy.update(peft_policy(c.data.get("peft"), arch, notes))

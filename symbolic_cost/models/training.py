@@ -22,7 +22,7 @@ from symbolic_cost.models.recipes import sixteen_bit
 from symbolic_cost.models.training_values import (MEGATRON_OVERLAP, PRECISIONS, RECOMPUTE, RECOMPUTE_METHODS,
                                                   RECOMPUTE_MODULES, Batch, Degrees, Execution, Overlap, Pipeline,
                                                   Precision, Recompute, Sharding, Trainable)
-from symbolic_cost.blocks.graphs import for_model
+from symbolic_cost.blocks.graphs import check_recompute, for_model
 from symbolic_cost.blocks.context import Context, check_variant
 from symbolic_cost.blocks.wiring import Experts, check_expert_training
 from symbolic_cost.parallel.expert import expert_data_degree, expert_shard_degree
@@ -151,6 +151,7 @@ class Training(FlatNames):
         check_loss_chunks(sympify(self.b) * sympify(self.decoder_tokens), self.cp, self.loss_chunks)
         if self.recompute == "op":
             check_training(self)
+        check_recompute(self.cuda_graphs, self.recompute)
         check_sharding(self)
         if self.reference is not None:
             check_reference(self)
