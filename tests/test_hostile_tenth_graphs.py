@@ -132,3 +132,27 @@ def test_per_layer_graphs_beside_full_recomputation_are_refused(tmp_path, capsys
     (tmp_path / "run.yaml").write_text(dump)
     refused(capsys, ["summary", "--nemo-recipe", str(tmp_path / "run.yaml"), "--devices", "8"],
             "model.cuda_graph_impl", "recompute_granularity 'full'")
+
+
+# refusals of a size a reader can read
+
+
+def test_a_scope_list_named_twice_or_huge_is_refused_in_a_line(capsys):
+    """``Training(cuda_graphs=["attn"] * 10000)`` was refused with the whole tuple in the message
+    (80,000 characters), ``cuda_graph_impl`` and a scope of a megabyte were echoed whole, and
+    ``--cuda-graphs`` of a 100,000-letter name or 20,000 unknown names printed 100 to 150 kB on
+    stderr; an empty name (``--cuda-graphs ""``) read "unknown ; known".  Each repeat is now named
+    once, and names are cut as ``checks.listed`` cuts them."""
+    from symbolic_cost.blocks.graphs import graph_scopes
+    from symbolic_cost.models import Training
+    error = refusal(lambda: Training(cuda_graphs=["attn"] * 10_000), "cuda_graphs")
+    assert "attn named twice" in str(error) and len(str(error)) < 200
+    for call, name in ((lambda: Training(cuda_graphs=["a" * 10**6]), "cuda_graphs"),
+                       (lambda: graph_scopes("x" * 10**6, None), "cuda_graph_impl"),
+                       (lambda: graph_scopes("transformer_engine", ["a" * 10**6]), "cuda_graph_scope"),
+                       (lambda: graph_scopes("transformer_engine", {"a" * 10**6: 1}), "cuda_graph_scope")):
+        assert len(str(refusal(call, name))) < 300
+    base = ["summary", "--preset", "gpt2", "--cuda-graphs"]
+    assert len(refused(capsys, base + ["a" * 100_000], "--cuda-graphs")) < 300
+    assert "and 19,995 more" in refused(capsys, base + [",".join(f"x{i}" for i in range(20_000))], "--cuda-graphs")
+    assert "unknown ''" in refused(capsys, base + [""], "--cuda-graphs")

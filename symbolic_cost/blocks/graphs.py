@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, listed_once, shown
 
 SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "full_iteration")
 """The capture scopes ``Execution.cuda_graphs`` takes (the module docstring)."""
@@ -44,14 +44,14 @@ def check_scopes(scopes) -> tuple[str, ...]:
     symbolic_cost.checks.InputError: cuda_graphs 'moe_preprocess' extends the router's graph: give 'moe_router' with it
     """
     if isinstance(scopes, str) or not isinstance(scopes, (tuple, list)):
-        raise InputError(f"cuda_graphs must be a tuple of scopes ({', '.join(SCOPES)}), got {scopes!r}",
+        raise InputError(f"cuda_graphs must be a tuple of scopes ({', '.join(SCOPES)}), got {shown(scopes)}",
                          "cuda_graphs")
     scopes = tuple(scopes)
     for scope in scopes:
         if scope not in SCOPES:
-            raise InputError(f"cuda_graphs scope must be one of {', '.join(SCOPES)}, got {scope!r}", "cuda_graphs")
-    if len(set(scopes)) != len(scopes):
-        raise InputError(f"cuda_graphs names a scope twice: {scopes!r}", "cuda_graphs")
+            raise InputError(f"cuda_graphs scope must be one of {', '.join(SCOPES)}, got {shown(scope)}",
+                             "cuda_graphs")
+    listed_once(scopes, "cuda_graphs", "named", "name each scope once")     # each repeat once, not the list
     if "full_iteration" in scopes and len(scopes) > 1:
         raise InputError("cuda_graphs 'full_iteration' captures the whole step: no other scope beside it",
                          "cuda_graphs")
@@ -128,11 +128,11 @@ def graph_scopes(impl, scope, names=("cuda_graph_impl", "cuda_graph_scope")) -> 
     """
     impl_name, scope_name = names
     if impl not in IMPLEMENTATIONS + (None,):
-        raise InputError(f"{impl_name} must be one of {', '.join(IMPLEMENTATIONS)}, got {impl!r}", impl_name)
+        raise InputError(f"{impl_name} must be one of {', '.join(IMPLEMENTATIONS)}, got {shown(impl)}", impl_name)
     scopes = _scope_names(scope, scope_name)
     unknown = [s for s in scopes if s not in SCOPES + ("full_iteration_inference", "mamba")]
     if unknown:
-        raise InputError(f"{scope_name} {unknown[0]!r}: Megatron-Core's scopes are {', '.join(SCOPES)} (and mamba, "
+        raise InputError(f"{scope_name} {shown(unknown[0])}: Megatron-Core's scopes are {', '.join(SCOPES)} (and mamba, "
                          f"full, full_iteration_inference)", scope_name)
     if impl in (None, "none"):
         return ()
@@ -162,10 +162,10 @@ def _scope_names(scope, name: str) -> list:
     """``scope`` as a list of names: split at commas where it is one text (as Megatron-Core splits
     it), each once, ``"full"`` (alone) as none."""
     if scope is not None and not isinstance(scope, (str, list, tuple)):
-        raise InputError(f"{name} must be a list of scopes or their names, got {scope!r}", name)
+        raise InputError(f"{name} must be a list of scopes or their names, got {shown(scope)}", name)
     given = (scope.split(",") if scope else []) if isinstance(scope, str) else list(scope or [])
     if not all(isinstance(s, str) for s in given):
-        raise InputError(f"{name} must name its scopes, got {scope!r}", name)
+        raise InputError(f"{name} must name its scopes, got {shown(scope)}", name)
     given = list(dict.fromkeys(s.strip() for s in given))
     if "full" in given:
         if given != ["full"]:
