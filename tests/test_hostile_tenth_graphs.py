@@ -156,3 +156,41 @@ def test_a_scope_list_named_twice_or_huge_is_refused_in_a_line(capsys):
     assert len(refused(capsys, base + ["a" * 100_000], "--cuda-graphs")) < 300
     assert "and 19,995 more" in refused(capsys, base + [",".join(f"x{i}" for i in range(20_000))], "--cuda-graphs")
     assert "unknown ''" in refused(capsys, base + [""], "--cuda-graphs")
+
+
+# the time model's factors
+
+
+@pytest.mark.parametrize("factor", ["group_kernel", "kernel", "step", "matrix", "nvlink_bus"])
+def test_an_efficiency_factor_of_a_negative_symbol_is_refused(factor):
+    """``efficiency.but(group_kernel=Symbol("g", negative=True))`` and ``-Symbol("g", positive=True)``
+    were taken (only a number's sign was looked at), and the step time then shrank with every
+    grouped product.  A symbol SymPy knows to be negative breaks "at least 0" as a number does; a
+    positive one stays, and for a factor that must be positive a non-positive one is refused too."""
+    from sympy import Symbol
+    from symbolic_cost.timing.hardware import calibrated
+    efficiency = calibrated("h100").efficiency
+    g = Symbol("g", positive=True)
+    refusal(lambda: efficiency.but(**{factor: Symbol("n", negative=True)}), factor)
+    refusal(lambda: efficiency.but(**{factor: -g}), factor)
+    assert getattr(efficiency.but(**{factor: g}), factor) == g
+    if factor in ("matrix", "nvlink_bus"):
+        refusal(lambda: efficiency.but(**{factor: Symbol("z", nonpositive=True)}), factor)
+
+
+def test_an_unset_group_kernel_moves_with_kernel():
+    """``Efficiency(..., kernel=4 us)`` without ``group_kernel`` (documented: ``None`` is
+    ``kernel``), then ``.but(kernel=9 us)``: ``group_kernel`` stayed 4 us, a value nobody gave, so a
+    grouped GEMM's further launches kept the old cost.  Unset, it follows ``kernel``; given (as the
+    calibrated systems give it), it stays."""
+    from symbolic_cost.timing.efficiency import Efficiency
+    from symbolic_cost.timing.hardware import calibrated
+    us = Rational(1, 10**6)
+    own = Efficiency(matrix=Rational(1, 2), memory=Rational(1, 2), kernel=4 * us, step=0, sms=132, tile_m=128,
+                     tile_n=128, nvlink_bus=10**11, ib_bus=10**10)
+    assert own.group_kernel == 4 * us and own.but(kernel=9 * us).group_kernel == 9 * us
+    assert own.but(kernel=9 * us, group_kernel=us).group_kernel == us
+    assert own.but(group_kernel=2 * us).but(kernel=9 * us).group_kernel == 2 * us
+    fitted = calibrated("h100").efficiency
+    assert fitted.but(kernel=9 * us).group_kernel == fitted.group_kernel != 9 * us
+    refusal(lambda: own.but(follows_kernel=False), "follows_kernel")
