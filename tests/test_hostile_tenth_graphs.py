@@ -194,3 +194,27 @@ def test_an_unset_group_kernel_moves_with_kernel():
     fitted = calibrated("h100").efficiency
     assert fitted.but(kernel=9 * us).group_kernel == fitted.group_kernel != 9 * us
     refusal(lambda: own.but(follows_kernel=False), "follows_kernel")
+
+
+# the whole step's graph
+
+
+def test_the_whole_steps_graph_captures_the_embedding_and_head_and_replays_once():
+    """``--cuda-graphs full_iteration`` on GPT-2 gave the step time of ``attn,mlp`` to the last digit
+    (7.46 ms on H100): each layer replayed a graph of its own, and the embedding, the LM head and
+    the loss launched their kernels from the host.  Megatron-LM's ``full_iteration`` graph
+    (``FullCudaGraphWrapper``) is one graph of the whole forward and backward: every row of the
+    stack is now captured and one replays, so the step is shorter than with per-layer graphs by
+    at least the 12 layers' further replays in each pass."""
+    from symbolic_cost import conventions as conv
+    from symbolic_cost.models import Training
+    from symbolic_cost.models.config import preset
+    from symbolic_cost.models.stack import model_stack
+    from symbolic_cost.timing.hardware import calibrated
+    gpt2 = preset("gpt2")
+    stack = model_stack(gpt2, Training(b=1, l=1024, cuda_graphs=("full_iteration",)), 1, 1, 2, conv.DEFAULT)
+    graphs = [row.graph for block, _ in stack for row in block]
+    assert graphs[0] == "replay" and graphs[1:] == ["captured"] * (len(graphs) - 1)
+    per_layer = _seconds(gpt2, Training(b=1, l=1024, cuda_graphs=("attn", "mlp")))
+    whole = _seconds(gpt2, Training(b=1, l=1024, cuda_graphs=("full_iteration",)))
+    assert per_layer - whole >= float((12 * 2 - 2) * calibrated("h100").efficiency.kernel)

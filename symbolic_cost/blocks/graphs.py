@@ -18,7 +18,8 @@ graphs (``--cuda-graph-impl transformer_engine``; ``megatron/core/transformer/en
 * ``moe_preprocess``: with ``moe_router``, also the dispatcher's preprocessing, which for the
   all-to-all dispatcher permutes the tokens (the ``dispatch`` row's kernel; the exchange is not
   captured); the flex dispatchers' permute runs in their dispatch kernel, outside the graph;
-* ``full_iteration`` (``--cuda-graph-impl full_iteration``): every row of every layer.
+* ``full_iteration`` (``--cuda-graph-impl full_iteration``): every row of the step, the embedding
+  and the head too, one graph (``whole_step``).
 
 A graph can only replay fixed shapes, which is why ``moe`` needs a capacity factor.
 """
@@ -97,6 +98,26 @@ def captured(rows, flags) -> tuple:
         marked.append(replace(row, graph=("captured" if previous else "replay")) if flag else row)
         previous = flag
     return tuple(marked)
+
+
+def whole_step(stack) -> tuple:
+    """``stack`` (``(block, count)`` in model order, ``models.stack.model_stack``'s) as one graph of
+    the whole step (``full_iteration``: Megatron-LM's ``FullCudaGraphWrapper`` captures the forward
+    and backward of every micro-batch, the optimizer outside): every row captured, the embedding's
+    first row paying the replay.  Each layer paid a replay of its own before, and the embedding,
+    the head and the loss launched their kernels from the host, as without graphs.  The rows count
+    launches a pass, so the replay is paid in each pass of each micro-batch (one a step in
+    Megatron-LM: a launch or two a micro-batch more, an approximation).
+
+    >>> from symbolic_cost.blocks import Block
+    >>> from symbolic_cost.ops import gelu
+    >>> stack = [(Block(n, tuple(gelu(1, 2, 3, name=f"{n}{i}") for i in range(2)), {}), 1) for n in "ab"]
+    >>> [r.graph for block, _ in whole_step(stack) for r in block]
+    ['replay', 'captured', 'captured', 'captured']
+    """
+    return tuple((replace(block, rows=tuple(replace(row, graph="replay" if (i, j) == (0, 0) else "captured")
+                                            for j, row in enumerate(block.rows))), count)
+                 for i, (block, count) in enumerate(stack))
 
 
 IMPLEMENTATIONS = ("none", "transformer_engine", "local", "full_iteration")
