@@ -218,3 +218,14 @@ def test_the_whole_steps_graph_captures_the_embedding_and_head_and_replays_once(
     per_layer = _seconds(gpt2, Training(b=1, l=1024, cuda_graphs=("attn", "mlp")))
     whole = _seconds(gpt2, Training(b=1, l=1024, cuda_graphs=("full_iteration",)))
     assert per_layer - whole >= float((12 * 2 - 2) * calibrated("h100").efficiency.kernel)
+
+
+def test_transformer_engines_router_graph_beside_a_recomputed_moe_module_is_refused():
+    """``--cuda-graph-impl transformer_engine --cuda-graph-modules moe_router --recompute-granularity
+    selective --recompute-modules moe`` was read and timed; Megatron-Core asserts "moe recompute is
+    not supported with moe_router CUDA graph" for Transformer Engine's graphs (a recomputed module
+    must lie inside a graph or outside it).  Its own ``local`` graphs are allowed the same."""
+    moe = DENSE + "--num-experts 8 --moe-ffn-hidden-size 64 --moe-router-topk 2 --cuda-graph-modules moe_router " \
+                  "--recompute-granularity selective --recompute-modules moe "
+    refusal(lambda: _megatron_graphs(moe + "--cuda-graph-impl transformer_engine"), "--cuda-graph-impl")
+    assert _megatron_graphs(moe + "--cuda-graph-impl local") == ("moe_router", "moe_preprocess")

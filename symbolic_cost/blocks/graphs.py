@@ -65,11 +65,16 @@ def check_scopes(scopes) -> tuple[str, ...]:
     return scopes
 
 
-def check_recompute(scopes: tuple, recompute, names=("cuda_graphs", "recompute='full'")) -> None:
+def check_recompute(scopes: tuple, recompute, names=("cuda_graphs", "recompute='full'"), modules=(),
+                    impl=None) -> None:
     """Refuse per-layer graphs (any scope but ``full_iteration``) beside full recomputation, as
     Megatron-Core's ``TransformerConfig`` asserts ("full recompute is only supported with full
     iteration CUDA graph"): a layer recomputed whole in the backward is not replayed from its
-    graph.  ``names``: the graphs' and the recomputation's settings as the caller's input says them.
+    graph.  Where the implementation ``impl`` is known (the readers), also Transformer Engine's
+    router graph beside the recomputed MoE module (``modules``, selective): a recomputed module
+    must lie inside a graph or outside it, not around one ("moe recompute is not supported with
+    moe_router CUDA graph").  ``names``: the graphs' and the recomputation's settings as the
+    caller's input says them.
 
     >>> check_recompute(("full_iteration",), "full"), check_recompute(("attn",), "selective")
     (None, None)
@@ -82,6 +87,11 @@ def check_recompute(scopes: tuple, recompute, names=("cuda_graphs", "recompute='
         raise InputError(f"{names[0]} (capturing {' '.join(scopes)}) with {names[1]}: Megatron-Core recomputes "
                          f"whole layers only under the whole step's graph (full_iteration: 'full recompute is only "
                          f"supported with full iteration CUDA graph')", names[0])
+    if impl == "transformer_engine" and "moe_router" in scopes and "moe" in (modules or ()):
+        raise InputError(f"{names[0]} transformer_engine capturing moe_router, with the MoE module recomputed "
+                         f"(recompute modules: moe): the recomputed module would hold the router's graph; "
+                         f"Megatron-Core refuses it ('moe recompute is not supported with moe_router CUDA graph')",
+                         names[0])
 
 
 def captured(rows, flags) -> tuple:

@@ -280,7 +280,10 @@ def container_setup(c: Container, arch: Architecture, world: int, notes: list | 
                          f"or its name: {', '.join(ATTENTION_BACKENDS.values())})", "model.attention_backend")
     policy["flash"] = backend in ("flash", "fused", "auto")
     graphs = cuda_graphs(c, arch, policy.get("capacity_factor"), notes)
-    check_recompute(graphs, policy.get("recompute"), ("model.cuda_graph_impl", "model.recompute_granularity 'full'"))
+    impl = "transformer_engine" if c.get("model", "external_cuda_graph", False, bool) else \
+        c.get("model", "cuda_graph_impl", "none", str)
+    check_recompute(graphs, policy.get("recompute"), ("model.cuda_graph_impl", "model.recompute_granularity 'full'"),
+                    policy.get("recompute_modules"), impl)
     if graphs:
         policy["cuda_graphs"] = graphs
     policy.update(peft_policy(c.data.get("peft"), arch, notes))
