@@ -229,3 +229,27 @@ def test_transformer_engines_router_graph_beside_a_recomputed_moe_module_is_refu
                   "--recompute-granularity selective --recompute-modules moe "
     refusal(lambda: _megatron_graphs(moe + "--cuda-graph-impl transformer_engine"), "--cuda-graph-impl")
     assert _megatron_graphs(moe + "--cuda-graph-impl local") == ("moe_router", "moe_preprocess")
+
+
+def test_a_whole_moe_module_graph_of_tokens_dropped_not_padded_is_refused(tmp_path, capsys):
+    """``--cuda-graph-modules moe --moe-expert-capacity-factor 1.0`` (Megatron-LM, whose
+    ``--moe-pad-expert-input-to-capacity`` the reader does not read) and a Megatron-Bridge dump of
+    ``cuda_graph_scope: [moe]`` with a capacity factor and ``moe_pad_expert_input_to_capacity:
+    false`` were read and timed as a captured MoE module.  Megatron-Core asserts "moe cuda graph is
+    only supported with drop-padding MoE": tokens dropped without padding change the shapes.
+    Padded (Bridge), or through ``Training``, whose capacity factor pads, it is taken."""
+    moe = DENSE + "--num-experts 8 --moe-ffn-hidden-size 64 --moe-router-topk 2 --moe-expert-capacity-factor 1.0 " \
+                  "--cuda-graph-impl transformer_engine "
+    refusal(lambda: _megatron_graphs(moe + "--cuda-graph-modules moe"), "--cuda-graph-modules")
+    assert _megatron_graphs(moe + "--cuda-graph-modules attn moe_router") == ("attn", "moe_router")
+    from symbolic_cost.models.megatron_bridge import cuda_graphs
+    from symbolic_cost.models.megatron_bridge_keys import Container
+    for padded in (False, True):
+        c = Container({"model": {"cuda_graph_impl": "transformer_engine", "cuda_graph_scope": ["moe"],
+                                 "moe_expert_capacity_factor": 1.0, "moe_pad_expert_input_to_capacity": padded}},
+                      "run.yaml")
+        call = lambda: cuda_graphs(c, _arch(MIXTRAL), Rational(1), [])   # noqa: E731
+        if padded:
+            assert call() == ("moe",)
+        else:
+            refusal(call, "model.cuda_graph_scope")
