@@ -253,3 +253,18 @@ def test_a_whole_moe_module_graph_of_tokens_dropped_not_padded_is_refused(tmp_pa
             assert call() == ("moe",)
         else:
             refusal(call, "model.cuda_graph_scope")
+
+
+def test_a_search_with_per_layer_graphs_tries_no_full_recomputation(capsys):
+    """With the rule above, ``search --cuda-graphs attn`` must not try full recomputation (every
+    layout would be refused); a search of full recomputation alone beside them is refused, and
+    the whole step's graph keeps it."""
+    from symbolic_cost.cli import main
+    from symbolic_cost.models.config import preset
+    from symbolic_cost.numeric.search import Space, search
+    assert main(["search", "--preset", "gpt2", "--devices", "4", "--global-batch", "8", "--seq", "256", "--top",
+                 "100", "--cuda-graphs", "attn", "--json"]) == 0
+    best = json.loads(capsys.readouterr().out)["best"]
+    assert best and {row["recompute"] for row in best} <= {"none", "selective"}
+    space = Space(global_batch=8, seq=256, recompute=("full",), policy={"cuda_graphs": ("attn",)})
+    refusal(lambda: search(preset("gpt2"), 4, space=space, top=1), "cuda_graphs")

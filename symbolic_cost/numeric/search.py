@@ -32,6 +32,7 @@ import pandas as pd
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, InputTypeError, count, flag, instance, listed_once, progress_flag, shown
+from symbolic_cost.blocks.graphs import check_recompute
 from symbolic_cost.collector import paused
 from symbolic_cost.models import Architecture, model_cost
 from symbolic_cost.models.architecture import MADE_BY
@@ -180,6 +181,17 @@ def _evaluate(arch, family, columns: dict, at, trainings, system, conventions, t
     return results
 
 
+def _beside_graphs(recompute: tuple, graphs) -> tuple:
+    """The recomputations a search tries beside per-layer CUDA ``graphs``: not ``full``, which
+    Megatron-Core refuses with them (``blocks.graphs.check_recompute``; every layout of ``--cuda-graphs
+    attn`` was refused before); refused where ``full`` was the only one."""
+    if not graphs or tuple(graphs) == ("full_iteration",) or "full" not in recompute:
+        return recompute
+    if recompute == ("full",):
+        check_recompute(tuple(graphs), "full")
+    return tuple(r for r in recompute if r != "full")
+
+
 SPACE_SCALARS = {"micro_batch_sizes": ("all",), "zero": (int,), "offload": (), "schedules": (), "recompute": (None,),
                  "tensor": (), "cp": (int,), "shard": (None, int, "all")}
 """``Space``'s fields of values to try, each with what it also takes alone (``int``: one integer)."""
@@ -294,6 +306,7 @@ def search(arch: Architecture, devices: int, system="h100", space: Space | None 
     recompute = space.recompute or (("none", "full") if flash else ("none", "selective", "full"))
     if flash:                               # flash keeps no attention core: selective = none
         recompute = tuple(r for r in recompute if r != "selective")
+    recompute = _beside_graphs(recompute, (space.policy or {}).get("cuda_graphs", ()))
     base = layouts(arch, devices, global_batch, seq, space.micro_batch_sizes, recompute, space.sequence, cp,
                    space.cp_variant) if "1d" in tensor else pd.DataFrame()
     grids = grid_layouts(arch, devices, global_batch, seq, tensor, space.micro_batch_sizes, recompute)
