@@ -211,7 +211,8 @@ class Space:
     * the step: ``global_batch`` sequences of ``seq`` tokens; ``micro_batch_sizes`` the
       micro-batches ``b`` tried (``"all"``: every divisor that fits the batch);
     * memory policy: ``zero`` a ZeRO stage or a tuple of them, ``offload``, ``recompute`` (default
-      none and full, and selective without ``flash``, which keeps no attention core) and
+      none and full, and selective without ``flash``, which keeps no attention core; never full
+      beside per-layer CUDA graphs in ``policy``, which Megatron-Core refuses) and
       ``recompute_layers`` (``"full"``: every layer of a stage; ``"all"``: 1 to all of them);
     * pipeline: ``schedules``, and ``sequence`` (``"ends"``: sequence parallelism at ``s1 = m1``
       or 1; ``"all"``: every divisor);
