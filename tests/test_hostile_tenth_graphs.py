@@ -268,3 +268,17 @@ def test_a_search_with_per_layer_graphs_tries_no_full_recomputation(capsys):
     assert best and {row["recompute"] for row in best} <= {"none", "selective"}
     space = Space(global_batch=8, seq=256, recompute=("full",), policy={"cuda_graphs": ("attn",)})
     refusal(lambda: search(preset("gpt2"), 4, space=space, top=1), "cuda_graphs")
+
+
+def test_the_all_to_all_preprocess_graph_of_tokens_dropped_not_padded_is_refused():
+    """``--cuda-graph-modules moe_router moe_preprocess --moe-token-dispatcher-type alltoall
+    --moe-expert-capacity-factor 1.0`` was read and timed; Megatron-Core asserts "moe_preprocess cuda
+    graph is not supported when there are DtoH copies and synchronizations in the preprocess step"
+    for the all-to-all dispatcher with a capacity factor not padded to (the reader reads no
+    padding).  Without the capacity factor, or with the flex dispatcher, it is read."""
+    moe = DENSE + "--num-experts 8 --moe-ffn-hidden-size 64 --moe-router-topk 2 --cuda-graph-impl transformer_engine " \
+                  "--cuda-graph-modules moe_router moe_preprocess "
+    refusal(lambda: _megatron_graphs(moe + "--moe-token-dispatcher-type alltoall --moe-expert-capacity-factor 1.0"),
+            "--cuda-graph-modules")
+    for fine in ("--moe-token-dispatcher-type alltoall", "--moe-token-dispatcher-type flex --moe-expert-capacity-factor 1"):
+        assert _megatron_graphs(moe + fine) == ("moe_router", "moe_preprocess")

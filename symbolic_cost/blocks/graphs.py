@@ -206,15 +206,17 @@ def _scope_names(scope, name: str) -> list:
     return given
 
 
-def for_model(scopes: tuple, arch, capacity, name: str, padded: bool = True) -> tuple:
+def for_model(scopes: tuple, arch, capacity, name: str, padded: bool = True, dispatcher: str | None = None) -> tuple:
     """``scopes`` (``graph_scopes``'s) for the model ``arch`` with the experts' ``capacity`` factor
     (``None``: dropless), refused where Megatron-Core's ``TransformerConfig`` refuses them for it
     (an MoE scope without experts; ``mlp`` where every layer is an MoE layer, having no dense MLP;
     ``moe`` named with a capacity factor whose inputs are not ``padded`` to it, "moe cuda graph is
     only supported with drop-padding MoE": the library's own capacity factor pads, a reader's file
-    may not), or where a graph would replay an MoE module of dropless routing, whose shapes change
-    every step (``moe``, or the whole layer of an MoE model: ``blocks.moe``'s rule).  ``name``: the
-    setting the reader reads them from."""
+    may not; ``moe_preprocess`` there under Megatron-Core's ``dispatcher`` ``alltoall``, whose
+    preprocessing then copies to the host: "moe_preprocess cuda graph is not supported when there
+    are DtoH copies"), or where a graph would replay an MoE module of dropless routing, whose shapes
+    change every step (``moe``, or the whole layer of an MoE model: ``blocks.moe``'s rule).
+    ``name``: the setting the reader reads them from."""
     if not scopes or "full_iteration" in scopes:
         return scopes
     moe, whole = arch.moe, scopes == WHOLE_LAYER        # the whole layer: its MLP or its MoE module, as it has
@@ -228,6 +230,12 @@ def for_model(scopes: tuple, arch, capacity, name: str, padded: bool = True) -> 
         raise InputError(f"{name} moe with a capacity factor whose expert inputs are not padded to it: tokens "
                          f"dropped, not padded, change the shapes; Megatron-Core captures an MoE module only with "
                          f"drop-and-pad ('moe cuda graph is only supported with drop-padding MoE')", name)
+    if moe is not None and "moe_preprocess" in scopes and capacity is not None and not padded \
+            and dispatcher == "alltoall":
+        raise InputError(f"{name} moe_preprocess with the alltoall dispatcher and a capacity factor whose inputs are "
+                         f"not padded to it: its preprocessing copies to the host, which a graph cannot hold "
+                         f"(Megatron-Core: 'moe_preprocess cuda graph is not supported when there are DtoH copies')",
+                         name)
     if moe is not None and "moe" in scopes and capacity is None:
         said = " (no scope: the whole layer, its MoE module too)" if whole else ""
         raise InputError(f"{name}{said}: a graph replays fixed shapes, and dropless routing sends each expert a "

@@ -312,7 +312,8 @@ def _graphs(o: Options, arch: Architecture, policy: dict, notes: list) -> tuple:
                      f"full_iteration, the whole step one graph (before 0.18, without --cuda-graph-impl, no graph)")
     named = f"--{option}" if option in o.options else switch       # what was typed: a refusal names it
     scopes = for_model(graph_scopes(impl, words, names=("--cuda-graph-impl", f"--{option}")), arch,
-                       policy.get("capacity_factor"), named, padded=False)   # --moe-pad-expert-input-...: not read
+                       policy.get("capacity_factor"), named, padded=False,   # --moe-pad-expert-input-...: not read
+                       dispatcher=o.choice("moe-token-dispatcher-type", "allgather", DISPATCHER_TYPES))
     check_recompute(scopes, policy.get("recompute"), ("--cuda-graph-impl", "--recompute-granularity full"),
                     policy.get("recompute_modules"), impl)
     return scopes

@@ -326,7 +326,8 @@ def cuda_graphs(c: Container, arch: Architecture, capacity, notes: list) -> tupl
                          f"only of the whole step (full_iteration), and refuses them per layer; transformer_engine "
                          f"captures a layer's parts", "model.cuda_graph_impl")
     return for_model(scopes, arch, capacity, key if given not in (None, "full", []) else "model.cuda_graph_impl",
-                     c.get("model", "moe_pad_expert_input_to_capacity", False, bool))
+                     c.get("model", "moe_pad_expert_input_to_capacity", False, bool),
+                     c.get("model", "moe_token_dispatcher_type", "allgather", str))
 
 
 def experts(c: Container, arch: Architecture, etp_default: int | None = None) -> dict:
