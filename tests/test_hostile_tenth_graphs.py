@@ -256,16 +256,16 @@ def test_a_whole_moe_module_graph_of_tokens_dropped_not_padded_is_refused(tmp_pa
 
 
 def test_a_search_with_per_layer_graphs_tries_no_full_recomputation(capsys):
-    """With the rule above, ``search --cuda-graphs attn`` must not try full recomputation (every
-    layout would be refused); a search of full recomputation alone beside them is refused, and
-    the whole step's graph keeps it."""
+    """With the rules above, ``search --cuda-graphs attn`` must not try full recomputation, nor on
+    GPT-2 (attention dropout) the selective one of its attention core (every layout was refused);
+    a search of full recomputation alone beside them is refused."""
     from symbolic_cost.cli import main
     from symbolic_cost.models.config import preset
     from symbolic_cost.numeric.search import Space, search
     assert main(["search", "--preset", "gpt2", "--devices", "4", "--global-batch", "8", "--seq", "256", "--top",
                  "100", "--cuda-graphs", "attn", "--json"]) == 0
     best = json.loads(capsys.readouterr().out)["best"]
-    assert best and {row["recompute"] for row in best} <= {"none", "selective"}
+    assert best and {row["recompute"] for row in best} == {"none"}
     space = Space(global_batch=8, seq=256, recompute=("full",), policy={"cuda_graphs": ("attn",)})
     refusal(lambda: search(preset("gpt2"), 4, space=space, top=1), "cuda_graphs")
 
@@ -282,3 +282,19 @@ def test_the_all_to_all_preprocess_graph_of_tokens_dropped_not_padded_is_refused
             "--cuda-graph-modules")
     for fine in ("--moe-token-dispatcher-type alltoall", "--moe-token-dispatcher-type flex --moe-expert-capacity-factor 1"):
         assert _megatron_graphs(moe + fine) == ("moe_router", "moe_preprocess")
+
+
+def test_a_graph_around_a_recomputed_modules_dropout_is_refused(capsys):
+    """``--recompute selective --cuda-graphs attn`` on GPT-2 (attention dropout 0.1) and
+    ``--recompute selective --recompute-modules mlp --cuda-graphs mlp`` (residual dropout) were
+    timed; Megatron-Core asserts "attention dropout is not supported with graphed attention
+    recomputation" and "hidden dropout is not supported with graphed MLP/MoE recomputation".  A
+    graph that holds none of the recomputed modules is taken, and so is a model without dropout."""
+    from symbolic_cost.models import Training, model_cost
+    from symbolic_cost.models.config import preset
+    base = ["summary", "--preset", "gpt2", "--set", "b=1", "l=512", "--recompute", "selective"]
+    refused(capsys, base + ["--cuda-graphs", "attn"], "--cuda-graphs", "attention dropout")
+    refused(capsys, base + ["--recompute-modules", "mlp", "--cuda-graphs", "mlp"], "--cuda-graphs", "hidden dropout")
+    assert model_cost(preset("gpt2"), Training(b=1, l=512, recompute="selective", cuda_graphs=("mlp",)))
+    llama = _arch(HF / "Llama-3.2-1B.json")       # attention_dropout 0.0, no residual dropout
+    assert model_cost(llama, Training(b=1, l=512, recompute="selective", cuda_graphs=("attn",)))

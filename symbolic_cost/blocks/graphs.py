@@ -94,6 +94,34 @@ def check_recompute(scopes: tuple, recompute, names=("cuda_graphs", "recompute='
                          names[0])
 
 
+def check_dropout(scopes: tuple, units, attention: bool, hidden: bool, name: str = "cuda_graphs") -> None:
+    """Refuse a graph that holds a selectively recomputed module drawing dropout's random numbers
+    (``units``: the modules recomputed, ``Recompute.units``; ``attention``, ``hidden``: the model's
+    attention and residual dropouts), as Megatron-Core's ``TransformerConfig`` asserts ("attention
+    dropout is not supported with graphed attention recomputation", "hidden dropout is not
+    supported with graphed MLP/MoE recomputation"): ``core_attn`` under an ``attn`` graph, ``mlp``
+    or ``moe`` under theirs, or any of them under the whole layer's or the whole step's graph.
+
+    >>> check_dropout(("attn",), {"core_attn"}, False, True), check_dropout(("mlp",), {"core_attn"}, True, True)
+    (None, None)
+    >>> check_dropout(("attn",), {"core_attn"}, True, False)
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: cuda_graphs attn with the attention core recomputed (core_attn) and attention dropout: a graph holds no recomputation's random numbers (Megatron-Core: 'attention dropout is not supported with graphed attention recomputation')
+    """
+    whole = "full_iteration" in scopes or tuple(scopes) == WHOLE_LAYER
+    held = [(unit, scope) for unit, scope, on in (("core_attn", "attn", attention), ("mlp", "mlp", hidden),
+                                                  ("moe", "moe", hidden))
+            if on and unit in units and (whole or scope in scopes)]
+    if held:
+        unit, scope = held[0]
+        what = "attention" if unit == "core_attn" else "hidden"
+        raise InputError(f"{name} {' '.join(scopes)} with the {'attention core' if what == 'attention' else unit} "
+                         f"recomputed ({unit}) and {what} dropout: a graph holds no recomputation's random numbers "
+                         f"(Megatron-Core: '{what} dropout is not supported with graphed "
+                         f"{'attention' if what == 'attention' else 'MLP/MoE'} recomputation')", name)
+
+
 def captured(rows, flags) -> tuple:
     """``rows`` with those whose flag is true marked as replayed from a CUDA graph: each run of
     consecutive captured rows is one graph, its first row paying the replay.

@@ -22,7 +22,7 @@ from symbolic_cost.models.recipes import sixteen_bit
 from symbolic_cost.models.training_values import (MEGATRON_OVERLAP, PRECISIONS, RECOMPUTE, RECOMPUTE_METHODS,
                                                   RECOMPUTE_MODULES, Batch, Degrees, Execution, Overlap, Pipeline,
                                                   Precision, Recompute, Sharding, Trainable)
-from symbolic_cost.blocks.graphs import check_recompute, for_model
+from symbolic_cost.blocks.graphs import check_dropout, check_recompute, for_model
 from symbolic_cost.blocks.context import Context, check_variant
 from symbolic_cost.blocks.wiring import Experts, check_expert_training
 from symbolic_cost.parallel.expert import expert_data_degree, expert_shard_degree
@@ -297,9 +297,9 @@ def check_model(arch, t: Training) -> None:
     shard groups the expert grid does not fold into (``parallel.expert.expert_shard_degree``),
     and expert parallelism, a capacity factor or an imbalance without experts (an imbalance on one
     expert-parallel rank too); CUDA graphs of a part the model does not have (``moe`` without
-    experts, ``mlp`` where every layer is MoE: ignored before, Megatron-Core refuses them,
-    ``blocks.graphs.for_model``)."""
-    for_model(t.cuda_graphs, arch, t.capacity_factor, "cuda_graphs")
+    experts, ``mlp`` where every layer is MoE: ignored before, Megatron-Core refuses them), or
+    around a recomputed module's dropout (``check_graphs``)."""
+    check_graphs(arch, t)
     spans = (("l", t.l), ("l_dec", t.decoder_tokens)) if arch.encoder_decoder else (("l", t.l),)
     check_context(arch, spans, t.allow_long)
     check_context_parallel(arch, t)
@@ -333,6 +333,18 @@ def check_model(arch, t: Training) -> None:
             if value != plain:
                 raise InputError(f"{name} applies to a mixture of experts, and {arch.name} has none "
                                  f"(got {name}={value}); it would be ignored", name)
+
+
+def check_graphs(arch, t: Training) -> None:
+    """Refuse CUDA graphs Megatron-Core refuses for the model: of a part it lacks
+    (``blocks.graphs.for_model``), or holding a selectively recomputed module whose dropout draws
+    random numbers (``blocks.graphs.check_dropout``)."""
+    if not t.cuda_graphs:
+        return
+    for_model(t.cuda_graphs, arch, t.capacity_factor, "cuda_graphs")
+    if t.recompute == "selective":
+        attention = arch.dropouts if arch.attention_dropout is None else arch.attention_dropout
+        check_dropout(t.cuda_graphs, t.recomputation.units, bool(attention), bool(arch.dropouts))
 
 
 def overlaps_sends(t: Training) -> bool:
