@@ -298,3 +298,26 @@ def test_a_graph_around_a_recomputed_modules_dropout_is_refused(capsys):
     assert model_cost(preset("gpt2"), Training(b=1, l=512, recompute="selective", cuda_graphs=("mlp",)))
     llama = _arch(HF / "Llama-3.2-1B.json")       # attention_dropout 0.0, no residual dropout
     assert model_cost(llama, Training(b=1, l=512, recompute="selective", cuda_graphs=("attn",)))
+
+
+def test_a_products_cast_and_adapters_are_in_its_graph():
+    """Under ``--cuda-graphs attn`` with an FP8 recipe, ``qkv_proj_cast`` (Transformer Engine's
+    quantisation of the product's input, a kernel of the module the graph holds) launched from the
+    host between two captured rows, and so did LoRA's ``qkv_proj.lora`` (Megatron-Bridge's adapter
+    wraps the linear layer): both are now captured, as their product is; without graphs, neither."""
+    from symbolic_cost import conventions as conv
+    from symbolic_cost.models import Training
+    from symbolic_cost.models.config import preset
+    from symbolic_cost.models.lora import LoRA
+    from symbolic_cost.models.recipes import recipe_stack
+    from symbolic_cost.models.stack import model_stack
+    gpt2 = preset("gpt2")
+
+    def graphs(**given):
+        t = Training(b=1, l=512, precision="bf16", **given)
+        layer = recipe_stack(model_stack(gpt2, t, 1, 1, 2, conv.DEFAULT), t, 2, conv.DEFAULT, gpt2)[1][0]
+        return {row.name: row.graph for row in layer}
+    assert graphs(fp8="tensorwise", cuda_graphs=("attn",))["qkv_proj_cast"] == "captured"
+    assert graphs(lora=LoRA(rank=8), cuda_graphs=("attn",))["qkv_proj.lora"] == "captured"
+    assert graphs(lora=LoRA(rank=8), cuda_graphs=("full_iteration",))["qkv_proj.lora"] == "captured"
+    assert graphs(fp8="tensorwise")["qkv_proj_cast"] is None and graphs(lora=LoRA(rank=8))["qkv_proj.lora"] is None
