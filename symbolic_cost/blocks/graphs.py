@@ -145,7 +145,8 @@ def whole_step(stack) -> tuple:
     first row paying the replay.  Each layer paid a replay of its own before, and the embedding,
     the head and the loss launched their kernels from the host, as without graphs.  The rows count
     launches a pass, so the replay is paid in each pass of each micro-batch (one a step in
-    Megatron-LM: a launch or two a micro-batch more, an approximation).
+    Megatron-LM: a launch or two a micro-batch more; a pipeline stage without the embedding pays
+    none: a launch or two fewer; an approximation).
 
     >>> from symbolic_cost.blocks import Block
     >>> from symbolic_cost.ops import gelu
