@@ -321,3 +321,13 @@ def test_a_products_cast_and_adapters_are_in_its_graph():
     assert graphs(lora=LoRA(rank=8), cuda_graphs=("attn",))["qkv_proj.lora"] == "captured"
     assert graphs(lora=LoRA(rank=8), cuda_graphs=("full_iteration",))["qkv_proj.lora"] == "captured"
     assert graphs(fp8="tensorwise")["qkv_proj_cast"] is None and graphs(lora=LoRA(rank=8))["qkv_proj.lora"] is None
+
+
+def test_a_megatron_implementation_of_a_megabyte_is_refused_in_a_line(tmp_path, capsys):
+    """``--cuda-graph-impl`` followed by 100,000 letters was refused with all of them in the
+    message (``Options.choice``, which every Megatron-LM option of named values goes through)."""
+    script = tmp_path / "run.sh"
+    script.write_text(f"torchrun --nproc_per_node 8 pretrain_gpt.py {DENSE} --bf16 --cuda-graph-impl {'x' * 100_000}\n")
+    err = refused(capsys, ["summary", "--megatron-args", str(script), "--devices", "8"], "--cuda-graph-impl",
+                  "the library reads none, transformer_engine, local, full_iteration")
+    assert len(err) < 400
