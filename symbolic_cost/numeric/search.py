@@ -191,7 +191,7 @@ def _beside_graphs(arch: Architecture, recompute: tuple, graphs) -> tuple:
     kept, refused = [], None
     for mode in recompute:
         try:
-            check_graphs(arch, Training(recompute=mode, cuda_graphs=tuple(graphs)))
+            check_graphs(arch, Training(recompute=mode, cuda_graphs=graphs))
             kept.append(mode)
         except InputError as error:
             refused = refused or error
