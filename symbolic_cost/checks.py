@@ -47,6 +47,19 @@ def shown(value, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def listed(names) -> str:
+    """Names a refusal lists: the first five in order, each cut (``shown``; an empty one quoted, so
+    that it shows), and how many more (a request of 50,000 unknown keys, or one key of a megabyte,
+    was listed whole; so was ``--cuda-graphs`` of a megabyte's unknown name).
+
+    >>> listed(["b", "a"]), listed(str(i) for i in range(7)), listed(["x" * 99])[:12], listed(["", "a"])
+    ('a, b', '0, 1, 2, 3, 4 and 2 more', "'xxxxxxxxxxx", "'', a")
+    """
+    names = sorted(names)
+    head = ", ".join(name if 0 < len(name) <= 40 else shown(name, 40) for name in names[:5])
+    return head + (f" and {len(names) - 5:,} more" if len(names) > 5 else "")
+
+
 def _type_error(name: str, value, wanted: str) -> InputTypeError:
     kind = {bool: "the boolean", str: "the string", type(None): ""}.get(type(value), f"the {type(value).__name__}")
     return InputTypeError(f"{name} must be {wanted}, got {kind + ' ' if kind else ''}{shown(value)}", name)

@@ -29,7 +29,7 @@ import tempfile
 from decimal import Decimal
 from pathlib import Path
 
-from symbolic_cost.checks import InputError, shown
+from symbolic_cost.checks import InputError, listed, shown
 from symbolic_cost.numeric.ranking import PARTS
 
 LAYOUT = ("b", "l", "m1", "s1", "p", "d", "cp", "n_micro")
@@ -83,18 +83,6 @@ USED = {"summary": TRAINING_KEYS, "formula": TRAINING_KEYS | {"field", "keep"},
 
 JSON_KINDS = {type(None): "null", bool: "a boolean", list: "a list", dict: "an object"}
 """How a refusal names a JSON value's kind (Python's type names are not the request's)."""
-
-
-def listed(names) -> str:
-    """Names a refusal lists: the first five in order, each cut (``checks.shown``), and how many
-    more (a request of 50,000 unknown keys, or one key of a megabyte, was listed whole).
-
-    >>> listed(["b", "a"]), listed(str(i) for i in range(7)), listed(["x" * 99])[:12]
-    ('a, b', '0, 1, 2, 3, 4 and 2 more', "'xxxxxxxxxxx")
-    """
-    names = sorted(names)
-    head = ", ".join(name if len(name) <= 40 else shown(name, 40) for name in names[:5])
-    return head + (f" and {len(names) - 5:,} more" if len(names) > 5 else "")
 
 
 def json_kind(value) -> str:

@@ -601,13 +601,13 @@ READ_AS_TYPED = frozenset(TRAINING_POLICY + RECIPE_POLICY + ("overlap", "recompu
 def field_list(known, aliases=None):
     """An option type reading comma-separated names, each one of ``known`` or of ``aliases`` (another
     spelling of a known name: a column as the output heads it, ``total_s`` for ``total``), each once."""
-    from symbolic_cost.checks import InputError, listed_once
+    from symbolic_cost.checks import InputError, listed, listed_once
 
     def names(text: str) -> list[str]:
         chosen = [(aliases or {}).get(name.strip(), name.strip()) for name in text.split(",")]
         unknown = [name for name in chosen if name not in known]
-        if unknown:
-            raise argparse.ArgumentTypeError(f"unknown {', '.join(unknown)}; known: {', '.join(known)}")
+        if unknown:         # listed: a megabyte's name, or 20,000 of them, was echoed whole
+            raise argparse.ArgumentTypeError(f"unknown {listed(unknown)}; known: {', '.join(known)}")
         try:
             listed_once(chosen, "names", "named", "name each once")
         except InputError as error:

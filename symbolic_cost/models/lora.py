@@ -236,16 +236,19 @@ def _shards(m1, s1, conventions):
 
 def adapt_layer(layer: Block, lora: LoRA, es, conventions) -> tuple[Block, bool]:
     """A transformer layer with every row frozen and each adapted row followed by its
-    adapters; and whether any target was found in it."""
+    adapters, captured in the CUDA graph its row is in (``Cost.graph``: Megatron-Bridge's adapters
+    wrap the linear layer the graph holds; they launched from the host before, inside the graph);
+    and whether any target was found in it."""
     rows, found = [], False
     for before, row in zip((None, *layer), layer):
         rows.append(frozen(row, conventions))
         pairs = slices(layer, row.name, lora.targets) if row.name in LINEAR_ROWS else []
         if pairs:
             found = True
-            rows.append(adapter(row.name, layer.dims["b"], layer.dims["l"], pairs, lora.rank, es, conventions,
-                                layer.dims.get("m1", 1), layer.dims.get("s1", 1),
-                                input_kept=before is not None and before.fused))
+            added = adapter(row.name, layer.dims["b"], layer.dims["l"], pairs, lora.rank, es, conventions,
+                            layer.dims.get("m1", 1), layer.dims.get("s1", 1),
+                            input_kept=before is not None and before.fused)
+            rows.append(replace(added, graph="captured") if row.graph else added)
     return replace(layer, rows=tuple(rows)), found
 
 

@@ -159,7 +159,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from symbolic_cost import symbols as S
-from symbolic_cost.blocks.graphs import IMPLEMENTATIONS, for_model, graph_scopes
+from symbolic_cost.blocks.graphs import IMPLEMENTATIONS, check_recompute, for_model, graph_scopes
 from symbolic_cost.blocks.moe import MoE
 from symbolic_cost.blocks.specs import Latent
 from symbolic_cost.checks import InputError, given_counts, instance
@@ -247,7 +247,7 @@ def megatron_setup(launch: Launch, name: str, world: int | None = None, vocab: i
                          f"Megatron-LM ignores it")
         values[S.etp] = S.m1
     policy = _policy(o, arch, pp, sequence, notes)
-    graphs = _graphs(o, arch, policy.get("capacity_factor"), notes)
+    graphs = _graphs(o, arch, policy, notes)
     if graphs:
         policy["cuda_graphs"] = graphs
     if cp > 1:
@@ -278,10 +278,11 @@ GRAPH_SCOPES = ("cuda-graph-modules", "cuda-graph-scope")
 where ``--cuda-graph-scope`` (its name before) is a deprecated spelling of it."""
 
 
-def _graphs(o: Options, arch: Architecture, capacity, notes: list) -> tuple:
+def _graphs(o: Options, arch: Architecture, policy: dict, notes: list) -> tuple:
     """``cuda_graphs`` of ``--cuda-graph-impl`` (none) and ``--cuda-graph-modules`` or
     ``--cuda-graph-scope`` (``GRAPH_SCOPES``), read by ``blocks.graphs.graph_scopes`` and checked for
-    the model (``for_model``), as ``validate_args`` reads them: the deprecated switches
+    the model (``for_model``) and the recomputation in ``policy`` (``check_recompute``), as
+    ``validate_args`` reads them: the deprecated switches
     ``--enable-cuda-graph`` and ``--external-cuda-graph`` are ``--cuda-graph-impl local`` and
     ``transformer_engine`` (refused together, or beside an implementation other than none); the
     older scope ``full_iteration`` is ``--cuda-graph-impl full_iteration`` (the migration of 0.18,
@@ -310,7 +311,12 @@ def _graphs(o: Options, arch: Architecture, capacity, notes: list) -> tuple:
         notes.append(f"--{option} full_iteration: Megatron-LM (since 0.18) runs it as --cuda-graph-impl "
                      f"full_iteration, the whole step one graph (before 0.18, without --cuda-graph-impl, no graph)")
     named = f"--{option}" if option in o.options else switch       # what was typed: a refusal names it
-    return for_model(graph_scopes(impl, words, names=("--cuda-graph-impl", f"--{option}")), arch, capacity, named)
+    scopes = for_model(graph_scopes(impl, words, names=("--cuda-graph-impl", f"--{option}")), arch,
+                       policy.get("capacity_factor"), named, padded=False,   # --moe-pad-expert-input-...: not read
+                       dispatcher=o.choice("moe-token-dispatcher-type", "allgather", DISPATCHER_TYPES))
+    check_recompute(scopes, policy.get("recompute"), ("--cuda-graph-impl", "--recompute-granularity full"),
+                    policy.get("recompute_modules"), impl)
+    return scopes
 
 
 GPT2_VOCAB = 50257

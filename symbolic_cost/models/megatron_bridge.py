@@ -90,7 +90,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from symbolic_cost import symbols as S
-from symbolic_cost.blocks.graphs import for_model, graph_scopes
+from symbolic_cost.blocks.graphs import check_recompute, for_model, graph_scopes
 from symbolic_cost.checks import InputError, file_text, given_counts, instance
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.megatron_args import CP_COMM_TYPES, DISPATCHER_TYPES, SHARDING, Setup, layer_flags
@@ -280,6 +280,10 @@ def container_setup(c: Container, arch: Architecture, world: int, notes: list | 
                          f"or its name: {', '.join(ATTENTION_BACKENDS.values())})", "model.attention_backend")
     policy["flash"] = backend in ("flash", "fused", "auto")
     graphs = cuda_graphs(c, arch, policy.get("capacity_factor"), notes)
+    impl = "transformer_engine" if c.get("model", "external_cuda_graph", False, bool) else \
+        c.get("model", "cuda_graph_impl", "none", str)
+    check_recompute(graphs, policy.get("recompute"), ("model.cuda_graph_impl", "model.recompute_granularity 'full'"),
+                    policy.get("recompute_modules"), impl)
     if graphs:
         policy["cuda_graphs"] = graphs
     policy.update(peft_policy(c.data.get("peft"), arch, notes))
@@ -321,7 +325,9 @@ def cuda_graphs(c: Container, arch: Architecture, capacity, notes: list) -> tupl
         raise InputError(f"model.cuda_graph_impl 'local' with {key} {given!r}: Megatron-Bridge runs its own graphs "
                          f"only of the whole step (full_iteration), and refuses them per layer; transformer_engine "
                          f"captures a layer's parts", "model.cuda_graph_impl")
-    return for_model(scopes, arch, capacity, key if given not in (None, "full", []) else "model.cuda_graph_impl")
+    return for_model(scopes, arch, capacity, key if given not in (None, "full", []) else "model.cuda_graph_impl",
+                     c.get("model", "moe_pad_expert_input_to_capacity", False, bool),
+                     c.get("model", "moe_token_dispatcher_type", "allgather", str))
 
 
 def experts(c: Container, arch: Architecture, etp_default: int | None = None) -> dict:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from symbolic_cost.checks import LARGEST_COUNT, InputError
+from symbolic_cost.checks import LARGEST_COUNT, InputError, shown
 from symbolic_cost.models.launch_script import known
 
 IGNORED = frozenset("""
@@ -158,7 +158,7 @@ class Options:
     def flag(self, name: str) -> bool:
         if name in self.options and self.options[name]:
             known(" ".join(self.options[name]), f"the word after --{name}")
-            raise InputError(f"--{name} is a switch and takes no value, got {self.options[name]}", f"--{name}")
+            raise InputError(f"--{name} is a switch and takes no value, got {shown(self.options[name])}", f"--{name}")
         return name in self.options
 
     def text(self, name: str, default=None) -> str | None:
@@ -177,7 +177,7 @@ class Options:
             return default
         digits = text.strip()
         if not (digits.isascii() and digits.isdigit()) or (len(digits) < 17 and int(digits) < minimum):
-            raise InputError(f"--{name} must be an integer of at least {minimum}, got {text!r}", f"--{name}")
+            raise InputError(f"--{name} must be an integer of at least {minimum}, got {shown(text)}", f"--{name}")
         if len(digits) > 16 or int(digits) > LARGEST_COUNT:     # a size the option names, not the symbol it feeds
             raise InputError(f"--{name} must be at most 2**53, got one of {len(digits)} digits", f"--{name}")
         return int(digits)
@@ -187,15 +187,16 @@ class Options:
         try:
             value = Fraction(text)
         except (ValueError, ZeroDivisionError):
-            raise InputError(f"--{name} must be a number, got {text!r}", f"--{name}") from None
+            raise InputError(f"--{name} must be a number, got {shown(text)}", f"--{name}") from None
         if not 0 <= value <= 1:
-            raise InputError(f"--{name} must be from 0 to 1, got {text}", f"--{name}")
+            raise InputError(f"--{name} must be from 0 to 1, got {shown(text)}", f"--{name}")
         return value
 
     def choice(self, name: str, default: str, allowed: tuple) -> str:
         text = self.text(name, default)
         if text not in allowed:
-            raise InputError(f"--{name} {text}: the library reads {', '.join(allowed)}", f"--{name}")
+            said = text if len(text) <= 60 else shown(text)      # a value of a megabyte was echoed whole
+            raise InputError(f"--{name} {said}: the library reads {', '.join(allowed)}", f"--{name}")
         return text
 
 

@@ -188,7 +188,8 @@ def _low_precision_layer(blk, es, recipe, t):
     of every product but the ``NORM_FUSED`` ones; under torchao's (``recipe.dynamic``) the 16-bit
     input kept as it is and ``_dynamic_casts``, the grouped experts left in 16-bit (torchtitan converts
     them with a converter of their own, ``Float8GroupedExpertsConverter``, which the library does not
-    model)."""
+    model).  A cast is in the CUDA graph its product is in (``Cost.graph``; it launched from the
+    host before, inside the graph)."""
     def rows(r):
         if not (is_linear(r) and r.name not in KEPT_16BIT):
             return (r,)
@@ -206,7 +207,7 @@ def _low_precision_layer(blk, es, recipe, t):
                             name=f"{r.name}_cast")
         return (replace(r, act_buffer=kept, mem_bwd=r.mem_bwd - r.act_buffer + kept,
                         fp8=recipe.products == "fp8", fp4=recipe.products == "fp4"),
-                replace(cast, recompute=r.recompute))
+                replace(cast, recompute=r.recompute, graph="captured" if r.graph else None))   # in r's graph
     return replace(blk, rows=tuple(row for r in blk for row in rows(r)))
 
 

@@ -15,6 +15,7 @@ from sympy import Expr, sympify
 
 from symbolic_cost.blocks import Block, embedding_block, head_block, transformer_layer
 from symbolic_cost.blocks.context import Context
+from symbolic_cost.blocks.graphs import whole_step
 from symbolic_cost.blocks.ends import Embeddings, Head, Task, stack_end
 from symbolic_cost.blocks.mtp import mtp_rows
 from symbolic_cost.blocks.specs import Feedforward, Heads, Projections, Scores
@@ -61,6 +62,11 @@ def model_stack(arch: Architecture, t, m1, s1, es, conventions, ep=1, etp=1, gri
 
 def _build_stack(arch: Architecture, t, m1, s1, es, conventions, ep, etp, grid, replicated=False,
                  kernels="megatron-core"):
+    stack = _built_stack(arch, t, m1, s1, es, conventions, ep, etp, grid, replicated, kernels)
+    return whole_step(stack) if "full_iteration" in getattr(t, "cuda_graphs", ()) else stack
+
+
+def _built_stack(arch: Architecture, t, m1, s1, es, conventions, ep, etp, grid, replicated, kernels):
     chunked = [name for name, on in (("loss_chunks", getattr(t, "loss_chunks", 1) != 1),
                                      ("fused_loss", getattr(t, "fused_loss", False))) if on]
     if chunked and not arch.lm_head:

@@ -22,6 +22,7 @@ from symbolic_cost.models.recipes import sixteen_bit
 from symbolic_cost.models.training_values import (MEGATRON_OVERLAP, PRECISIONS, RECOMPUTE, RECOMPUTE_METHODS,
                                                   RECOMPUTE_MODULES, Batch, Degrees, Execution, Overlap, Pipeline,
                                                   Precision, Recompute, Sharding, Trainable)
+from symbolic_cost.blocks.graphs import check_dropout, check_recompute, for_model
 from symbolic_cost.blocks.context import Context, check_variant
 from symbolic_cost.blocks.wiring import Experts, check_expert_training
 from symbolic_cost.parallel.expert import expert_data_degree, expert_shard_degree
@@ -150,6 +151,7 @@ class Training(FlatNames):
         check_loss_chunks(sympify(self.b) * sympify(self.decoder_tokens), self.cp, self.loss_chunks)
         if self.recompute == "op":
             check_training(self)
+        check_recompute(self.cuda_graphs, self.recompute)
         check_sharding(self)
         if self.reference is not None:
             check_reference(self)
@@ -179,8 +181,11 @@ class Training(FlatNames):
         recomputes the scores, work of the kernel, as recomputation is (PaLM's and Megatron-LM's
         model FLOPs count attention's backward at twice its forward, whatever the kernel); and through
         the all-to-all dispatcher, the one every grid (the counts' one rank too) runs: a dispatcher
-        moves tokens, it computes none."""
+        moves tokens, it computes none; and without CUDA graphs, which change launches, not counts
+        (kept, a dropless count of an MoE module captured whole was refused)."""
         own = self if sympify(self.cp) == 1 else replace(self, context=Context(1))
+        if own.cuda_graphs:
+            own = replace(own, cuda_graphs=())
         if own.flash:
             own = replace(own, flash=False, attention_kernel=None)
         if self.capacity_factor is None and self.dispatcher == "alltoall":
@@ -291,7 +296,10 @@ def check_model(arch, t: Training) -> None:
     ``allow_long``), what context parallelism cannot split (``check_context_parallel``), HSDP
     shard groups the expert grid does not fold into (``parallel.expert.expert_shard_degree``),
     and expert parallelism, a capacity factor or an imbalance without experts (an imbalance on one
-    expert-parallel rank too)."""
+    expert-parallel rank too); CUDA graphs of a part the model does not have (``moe`` without
+    experts, ``mlp`` where every layer is MoE: ignored before, Megatron-Core refuses them), or
+    around a recomputed module's dropout (``check_graphs``)."""
+    check_graphs(arch, t)
     spans = (("l", t.l), ("l_dec", t.decoder_tokens)) if arch.encoder_decoder else (("l", t.l),)
     check_context(arch, spans, t.allow_long)
     check_context_parallel(arch, t)
@@ -325,6 +333,18 @@ def check_model(arch, t: Training) -> None:
             if value != plain:
                 raise InputError(f"{name} applies to a mixture of experts, and {arch.name} has none "
                                  f"(got {name}={value}); it would be ignored", name)
+
+
+def check_graphs(arch, t: Training) -> None:
+    """Refuse CUDA graphs Megatron-Core refuses for the model: of a part it lacks
+    (``blocks.graphs.for_model``), or holding a selectively recomputed module whose dropout draws
+    random numbers (``blocks.graphs.check_dropout``)."""
+    if not t.cuda_graphs:
+        return
+    for_model(t.cuda_graphs, arch, t.capacity_factor, "cuda_graphs")
+    if t.recompute == "selective":
+        attention = arch.dropouts if arch.attention_dropout is None else arch.attention_dropout
+        check_dropout(t.cuda_graphs, t.recomputation.units, bool(attention), bool(arch.dropouts))
 
 
 def overlaps_sends(t: Training) -> bool:

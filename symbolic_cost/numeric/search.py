@@ -35,7 +35,7 @@ from symbolic_cost.checks import InputError, InputTypeError, count, flag, instan
 from symbolic_cost.collector import paused
 from symbolic_cost.models import Architecture, model_cost
 from symbolic_cost.models.architecture import MADE_BY
-from symbolic_cost.models.training import chunks_divide
+from symbolic_cost.models.training import Training, check_graphs, chunks_divide
 from symbolic_cost.models.placement import placed_by_p
 from symbolic_cost.models.peak import peak_bytes
 from symbolic_cost.models.grid_stack import unsupported
@@ -180,6 +180,26 @@ def _evaluate(arch, family, columns: dict, at, trainings, system, conventions, t
     return results
 
 
+def _beside_graphs(arch: Architecture, recompute: tuple, graphs) -> tuple:
+    """The recomputations a search tries beside CUDA ``graphs``: those Megatron-Core takes with
+    them for ``arch`` (``Training``'s and ``models.training.check_graphs``' rules: never ``full``
+    beside per-layer graphs, nor ``selective`` where its attention core's dropout would be inside
+    the graph); every layout of ``--cuda-graphs attn`` was refused before.  Refused, as the first
+    refused one is, where none is left."""
+    if not graphs:
+        return recompute
+    kept, refused = [], None
+    for mode in recompute:
+        try:
+            check_graphs(arch, Training(recompute=mode, cuda_graphs=graphs))
+            kept.append(mode)
+        except InputError as error:
+            refused = refused or error
+    if not kept:
+        raise refused
+    return tuple(kept)
+
+
 SPACE_SCALARS = {"micro_batch_sizes": ("all",), "zero": (int,), "offload": (), "schedules": (), "recompute": (None,),
                  "tensor": (), "cp": (int,), "shard": (None, int, "all")}
 """``Space``'s fields of values to try, each with what it also takes alone (``int``: one integer)."""
@@ -199,7 +219,8 @@ class Space:
     * the step: ``global_batch`` sequences of ``seq`` tokens; ``micro_batch_sizes`` the
       micro-batches ``b`` tried (``"all"``: every divisor that fits the batch);
     * memory policy: ``zero`` a ZeRO stage or a tuple of them, ``offload``, ``recompute`` (default
-      none and full, and selective without ``flash``, which keeps no attention core) and
+      none and full, and selective without ``flash``, which keeps no attention core; beside CUDA
+      graphs in ``policy`` only those Megatron-Core takes with them) and
       ``recompute_layers`` (``"full"``: every layer of a stage; ``"all"``: 1 to all of them);
     * pipeline: ``schedules``, and ``sequence`` (``"ends"``: sequence parallelism at ``s1 = m1``
       or 1; ``"all"``: every divisor);
@@ -294,6 +315,7 @@ def search(arch: Architecture, devices: int, system="h100", space: Space | None 
     recompute = space.recompute or (("none", "full") if flash else ("none", "selective", "full"))
     if flash:                               # flash keeps no attention core: selective = none
         recompute = tuple(r for r in recompute if r != "selective")
+    recompute = _beside_graphs(arch, recompute, (space.policy or {}).get("cuda_graphs", ()))
     base = layouts(arch, devices, global_batch, seq, space.micro_batch_sizes, recompute, space.sequence, cp,
                    space.cp_variant) if "1d" in tensor else pd.DataFrame()
     grids = grid_layouts(arch, devices, global_batch, seq, tensor, space.micro_batch_sizes, recompute)

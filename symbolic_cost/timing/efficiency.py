@@ -33,7 +33,7 @@ NCCL constants with their source beside each.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 
 from sympy import Add, Expr, Min, Mul, Pow, Rational
@@ -85,7 +85,8 @@ class Efficiency:
                    launches one a group (``Cost.kernel_per_group``: Transformer Engine's
                    ``GroupedLinear`` issues a cuBLAS GEMM a local expert from one C++ loop, so only
                    the first pays the framework's dispatch, ``kernel``; fitted on the mixtures of
-                   experts' runs, ``timing.calibrate.fit_group_kernel``); ``None``: ``kernel``
+                   experts' runs, ``timing.calibrate.fit_group_kernel``); ``None``: ``kernel`` (and
+                   ``but(kernel=...)`` moves it with ``kernel``)
     ============== =====================================================================
 
     NCCL's latency constants (``src/graph/tuning.cc``, µs) are module constants of
@@ -105,8 +106,12 @@ class Efficiency:
     nvls: bool = False
     attention_kernel: str = "flash-attention-2"
     group_kernel: Expr | None = None
+    follows_kernel: bool = field(default=False, init=False, repr=False, compare=False)
+    """``group_kernel`` was not given: it is ``kernel``, and ``but(kernel=...)`` moves it too (it
+    stayed at the old ``kernel``, a value nobody gave)."""
 
     def __post_init__(self):
+        object.__setattr__(self, "follows_kernel", self.group_kernel is None)
         if self.group_kernel is None:
             object.__setattr__(self, "group_kernel", self.kernel)
         if not isinstance(self.arch, str) or self.arch not in ARCHS:
@@ -118,10 +123,11 @@ class Efficiency:
                              "attention_kernel")
         attention_kernels.kernel(self.attention_kernel)          # refuses an unknown kernel
         for item in fields(self):
-            if item.name in ("arch", "nvls", "attention_kernel"):
+            if item.name in ("arch", "nvls", "attention_kernel", "follows_kernel"):
                 continue
             value = exact(getattr(self, item.name), item.name)
-            if value.is_number and (value < 0 or value == 0 and item.name not in FIXED_COSTS):
+            # a symbol's sign too: a negative one (Symbol("g", negative=True), -kernel) was taken
+            if value.is_negative or item.name not in FIXED_COSTS and value.is_nonpositive:
                 rule = "at least 0" if item.name in FIXED_COSTS else "positive"
                 raise InputError(f"efficiency {item.name} must be {rule}, got {value}", item.name)
             if item.name in FRACTIONS and value.is_number and value > 1:
@@ -133,11 +139,13 @@ class Efficiency:
             object.__setattr__(self, item.name, value)
 
     def but(self, **changes) -> "Efficiency":
-        known = {item.name for item in fields(self)}
+        known = {item.name for item in fields(self) if item.init}
         unknown = set(changes) - known
         if unknown:
             raise InputError(f"unknown efficiency field(s): {', '.join(sorted(unknown))}; "
                              f"fields: {', '.join(sorted(known))}", sorted(unknown)[0])
+        if self.follows_kernel and "kernel" in changes and "group_kernel" not in changes:
+            changes = dict(changes, group_kernel=None)
         return replace(self, **changes)
 
 
