@@ -696,7 +696,7 @@ API = [
     (lambda: _serving().layouts(2**40), InputError, "devices must be an integer from 1 to 4,096"),      # MemoryError
     (lambda: _rank(level=91), InputError, "the SLO's percentile must be one of 50, 90, 99, got 91"),    # was "left out"
     (lambda: _rank(slo=(0, 0)), InputError, "slo's time to first token must be a positive number"),
-    (lambda: _rank(requests=0), InputError, "requests must be an integer between 1 and 100,000"),
+    (lambda: _rank(effort=_effort(0)), InputError, "requests must be an integer between 1 and 100,000"),
     (lambda: _rank(system="zz"), InputError, "unknown system 'zz'"),
     (lambda: _rank(runtime_of="x"), InputTypeError, "runtime_of must be a function"),
     (lambda: _rank(runtime_of=lambda step, m1: 5), InputTypeError, "runtime_of must give a load.Runtime"),
@@ -838,8 +838,13 @@ def _rank(**changes):
     from symbolic_cost.inference.serving import Serving
     from symbolic_cost.inference.serving_search import rank
     given = dict(arch=GPT2_ARCH, serving=Serving(l_in=512, l_out=64, flash=True), system="h100", devices=2,
-                 slo=(1.0, 0.05), requests=10)
+                 slo=(1.0, 0.05), effort=_effort(10))
     return rank(**{**given, **changes})
+
+
+def _effort(requests):
+    from symbolic_cost.inference.serving_search import Effort
+    return Effort(requests)
 
 
 @pytest.mark.parametrize("call, kind, named", API, ids=[f"api-{i}-{named[:40]}" for i, (_, _, named) in enumerate(API)])

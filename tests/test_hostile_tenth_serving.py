@@ -49,9 +49,9 @@ def test_a_load_test_of_one_token_requests_refuses_an_itl_bound(one_token):
 
 def test_rank_refuses_an_itl_bound_for_one_token_requests(llama):
     from symbolic_cost.inference.serving import Serving
-    from symbolic_cost.inference.serving_search import rank
-    refusal(lambda: rank(llama, Serving(l_in=512, l_out=1), "h100", 1, SLO, requests=3), "slo")
-    ranked, _ = rank(llama, Serving(l_in=512, l_out=1), "h100", 1, (1, math.inf), requests=3)
+    from symbolic_cost.inference.serving_search import Effort, rank
+    refusal(lambda: rank(llama, Serving(l_in=512, l_out=1), "h100", 1, SLO, effort=Effort(3)), "slo")
+    ranked, _ = rank(llama, Serving(l_in=512, l_out=1), "h100", 1, (1, math.inf), effort=Effort(3))
     assert [row["layout"] for row in ranked] == ["TP1 x 1, 1 replica"]
 
 
@@ -73,18 +73,18 @@ def test_rank_refuses_the_degrees_each_layout_chooses(llama, field, value):
     """``rank`` is documented to choose each layout's ``m1``, ``p``, ``d``, ``ep`` and ``etp``; a
     ``Serving(m1=2)`` was ranked as TP1 and TP2 layouts alike."""
     from symbolic_cost.inference.serving import Serving
-    from symbolic_cost.inference.serving_search import rank
+    from symbolic_cost.inference.serving_search import Effort, rank
     error = refusal(lambda: rank(llama, Serving(l_in=512, l_out=64, **{field: value}), "h100", 2, SLO,
-                                 requests=3), field)
+                                 effort=Effort(3)), field)
     assert f"serving.{field}={value}" in str(error)
 
 
 def test_a_tensor_degree_of_ones_own_is_rank_s_tensor_argument(llama):
     from symbolic_cost.inference.serving import Serving
-    from symbolic_cost.inference.serving_search import rank
+    from symbolic_cost.inference.serving_search import Effort, rank
     assert "tensor=(2,)" in str(refusal(lambda: rank(llama, Serving(l_in=512, l_out=64, m1=2), "h100", 2, SLO,
-                                                     requests=3), "m1"))
-    ranked, left = rank(llama, Serving(l_in=512, l_out=64), "h100", 2, SLO, requests=3, tensor=(2,))
+                                                     effort=Effort(3)), "m1"))
+    ranked, left = rank(llama, Serving(l_in=512, l_out=64), "h100", 2, SLO, effort=Effort(3), tensor=(2,))
     assert [row["layout"] for row in ranked] == ["TP2 x 1, 1 replica"] and left == []
 
 
@@ -93,10 +93,10 @@ def test_rank_needs_numbers_for_the_request(llama, field):
     """A symbolic ``l_in`` left every layout out with the simulator's reason; ``l_out`` ended in a
     ``TypeError`` from ``int()``."""
     from symbolic_cost.inference.serving import Serving
-    from symbolic_cost.inference.serving_search import rank
+    from symbolic_cost.inference.serving_search import Effort, rank
     numbers = {"l_in": 512, "l_out": 64}
     del numbers[field]
-    refusal(lambda: rank(llama, Serving(**numbers), "h100", 2, SLO, requests=3), field)
+    refusal(lambda: rank(llama, Serving(**numbers), "h100", 2, SLO, effort=Effort(3)), field)
 
 
 # the search's budget
@@ -107,9 +107,9 @@ def test_with_no_budget_no_layout_is_simulated_and_those_that_cannot_serve_keep_
     out with that reason, the 1:1 split of its copies unlisted as before); TP1 over two stages and
     TP2 can, and under a budget of no steps are not tried."""
     from symbolic_cost.inference.serving import Serving
-    from symbolic_cost.inference.serving_search import rank
+    from symbolic_cost.inference.serving_search import Effort, rank
     from symbolic_cost.models.config import preset
-    ranked, left = rank(preset("llama-3-70b"), Serving(l_in=512, l_out=64), "h100", 2, SLO, requests=3, budget=0)
+    ranked, left = rank(preset("llama-3-70b"), Serving(l_in=512, l_out=64), "h100", 2, SLO, effort=Effort(3, 0))
     assert ranked == []
     assert [(row.get("layout"), bool(row.get("not_tried"))) for row in left] == [
         (None, False), ("TP1 PP2 x 1, 1 replica", True), ("TP2 x 1, 1 replica", True)]
@@ -124,7 +124,7 @@ def test_a_budget_of_the_first_layout_s_steps_tries_it_whole_and_no_other(llama)
     from functools import partial
     from symbolic_cost.inference.load import Runtime, StepModel, serve, sustained_rate
     from symbolic_cost.inference.serving import Serving
-    from symbolic_cost.inference.serving_search import rank, steps_run
+    from symbolic_cost.inference.serving_search import Effort, rank, steps_run
     request = Serving(l_in=512, l_out=16)
     taken = []
 
@@ -134,8 +134,8 @@ def test_a_budget_of_the_first_layout_s_steps_tries_it_whole_and_no_other(llama)
         return load
     alone = sustained_rate(StepModel(llama, Serving(l_in=512, l_out=16, m1=2), "h100"), 16, SLO, 90, 4, Runtime(),
                            simulate=counted)[0]
-    whole, _ = rank(llama, request, "h100", 2, SLO, requests=4)
-    ranked, left = rank(llama, request, "h100", 2, SLO, requests=4, budget=sum(taken))
+    whole, _ = rank(llama, request, "h100", 2, SLO, effort=Effort(4))
+    ranked, left = rank(llama, request, "h100", 2, SLO, effort=Effort(4, sum(taken)))
     assert [(row["layout"], row["rate"]) for row in ranked] == [("TP2 x 1, 1 replica", alone)]
     assert alone == next(row["rate"] for row in whole if row["m1"] == 2) > 0
     assert [row["layout"] for row in left] == ["TP1 x 2, 2 replicas", "TP1 x 2, 1:1 disaggregated",
@@ -145,9 +145,9 @@ def test_a_budget_of_the_first_layout_s_steps_tries_it_whole_and_no_other(llama)
 
 def test_the_budget_is_checked(llama):
     from symbolic_cost.inference.serving import Serving
-    from symbolic_cost.inference.serving_search import rank
+    from symbolic_cost.inference.serving_search import Effort, rank
     for budget in (-1, 1.5, True, "1"):
-        refusal(lambda: rank(llama, Serving(l_in=512, l_out=16), "h100", 2, SLO, requests=3, budget=budget),
+        refusal(lambda: rank(llama, Serving(l_in=512, l_out=16), "h100", 2, SLO, effort=Effort(3, budget)),
                 "budget")
 
 

@@ -14,7 +14,7 @@ from symbolic_cost.inference.disaggregated import Pools, serve_disaggregated
 from symbolic_cost.checks import InputError
 from symbolic_cost.inference.load import Runtime, StepModel, serve, sustained_rate
 from symbolic_cost.inference.serving import Serving
-from symbolic_cost.inference.serving_search import Layout, layouts, rank
+from symbolic_cost.inference.serving_search import Effort, Layout, layouts, rank
 from symbolic_cost.inference.serving_search import capped as capped_runtimes
 from symbolic_cost.models.config import preset
 
@@ -38,7 +38,7 @@ def test_eight_devices_by_hand():
 
 def test_each_rank_is_its_layouts_own_load_test():
     arch, serving = preset("gpt2"), Serving(l_in=256, l_out=32)
-    ranked, left = rank(arch, serving, "h100", 2, (0.05, 0.01), requests=100, tensor=(1, 2))
+    ranked, left = rank(arch, serving, "h100", 2, (0.05, 0.01), effort=Effort(100), tensor=(1, 2))
     assert left == [] and [row["rate"] for row in ranked] == sorted((row["rate"] for row in ranked), reverse=True)
     step = StepModel(arch, Serving(l_in=256, l_out=32, m1=1), "h100")
     for simulate, name in ((partial(serve, replicas=2), "TP1 x 2, 2 replicas"),
@@ -55,8 +55,9 @@ def test_copies_of_an_engine_serve_copies_times_its_rate():
     engine's rate.  Split over the copies instead, each ran a shorter test, and the copies' rate
     differed from ``c`` times the single engine's."""
     arch, serving, slo = preset("llama-3-8b"), Serving(l_in=512, l_out=128, flash=True), (10.0, 1.0)
-    one = {row["layout"]: row["rate"] for row in rank(arch, serving, "h100", 1, slo, requests=200)[0]}
-    four = {row["layout"]: row["rate"] for row in rank(arch, serving, "h100", 4, slo, requests=200, tensor=(1,))[0]}
+    one = {row["layout"]: row["rate"] for row in rank(arch, serving, "h100", 1, slo, effort=Effort(200))[0]}
+    four = {row["layout"]: row["rate"]
+            for row in rank(arch, serving, "h100", 4, slo, effort=Effort(200), tensor=(1,))[0]}
     assert four["TP1 x 4, 4 replicas"] == pytest.approx(4 * one["TP1 x 1, 1 replica"], rel=1e-12)
 
 
@@ -65,8 +66,9 @@ def test_each_batch_cap_is_its_own_load_test():
     caps) and under each cap given, each its own load test with the engine's ``max_batch`` at the cap; a
     cap of 1 runs one sequence at a time, so the rate can only fall."""
     arch, serving, slo = preset("gpt2"), Serving(l_in=256, l_out=32), (0.05, 0.01)
-    plain, _ = rank(arch, serving, "h100", 2, slo, requests=100, tensor=(1, 2))
-    capped, _ = rank(arch, serving, "h100", 2, slo, requests=100, tensor=(1, 2), runtime_of=capped_runtimes(None, [1]))
+    plain, _ = rank(arch, serving, "h100", 2, slo, effort=Effort(100), tensor=(1, 2))
+    capped, _ = rank(arch, serving, "h100", 2, slo, effort=Effort(100), tensor=(1, 2),
+                     runtime_of=capped_runtimes(None, [1]))
     own = [row for row in capped if row["max_batch"] == Runtime().max_batch]
     assert [(r["layout"], r["rate"]) for r in own] == [(r["layout"], r["rate"]) for r in plain]
     step = StepModel(arch, Serving(l_in=256, l_out=32, m1=1), "h100")
@@ -116,14 +118,14 @@ def test_a_speculative_search_ranks_each_layout_s_own_speculative_load_test():
     from symbolic_cost.inference.speculative import Speculation
     arch, serving = preset("llama-2-7b"), Serving(l_in=256, l_out=32)
     draft = Speculation(preset("llama-2-7b"), 2, Rational(0))
-    ranked, left = rank(arch, serving, "h100", 2, (0.5, 0.02), requests=60, tensor=(1,), speculation=draft)
+    ranked, left = rank(arch, serving, "h100", 2, (0.5, 0.02), effort=Effort(60), tensor=(1,), speculation=draft)
     assert [row["layout"] for row in ranked] == ["TP1 x 2, 2 replicas"]
     assert [row["layout"] for row in left] == ["TP1 x 2, 1:1 disaggregated", "TP1 PP2 x 1, 1 replica"]
     assert "speculative" in left[0]["reason"] and "pipeline" in left[1]["reason"]
     step = StepModel(arch, Serving(l_in=256, l_out=32, m1=1), "h100", speculation=draft)
     rate, _ = sustained_rate(step, 32, (0.5, 0.02), 90, 2 * 60, simulate=partial(serve, replicas=2))
     assert ranked[0]["rate"] == rate
-    plain, _ = rank(arch, serving, "h100", 2, (0.5, 0.02), requests=60, tensor=(1,))
+    plain, _ = rank(arch, serving, "h100", 2, (0.5, 0.02), effort=Effort(60), tensor=(1,))
     assert rate < next(row["rate"] for row in plain if row["layout"] == "TP1 x 2, 2 replicas")
 
 
@@ -136,19 +138,20 @@ def test_a_mixture_of_experts_also_serves_with_attention_data_parallelism(capsys
     assert not any(x.attention_dp for x in layouts(4)) and not any(x.attention_dp for x in layouts(1, experts=True))
     arch = from_config(json.loads((HF_CONFIGS / "OLMoE-1B-7B-0924.json").read_text()))
     serving = Serving(l_in=256, l_out=32, flash=True)
-    ranked, _ = rank(arch, serving, "h100", 4, (0.5, 0.02), requests=60, tensor=(1,))
+    ranked, _ = rank(arch, serving, "h100", 4, (0.5, 0.02), effort=Effort(60), tensor=(1,))
     row = next(row for row in ranked if row["attention_dp"])
     step = StepModel(arch, Serving(l_in=256, l_out=32, flash=True, m1=1, d=4, ep=4, etp=1), "h100")
     rate, _ = sustained_rate(step, 32, (0.5, 0.02), 90, 4 * 60, simulate=partial(serve, replicas=4))
     assert row["rate"] == rate and row["layout"] == "TP1 x 4, attention data-parallel, experts over 4"
     assert all(not row["attention_dp"] for row in rank(preset("gpt2"), serving, "h100", 4, (0.5, 0.02),
-                                                         requests=30, tensor=(1,))[0])
+                                                         effort=Effort(30), tensor=(1,))[0])
 
 
 def test_experts_that_do_not_split_over_the_devices_leave_the_layout_out():
     # Mixtral's 8 experts over 16 devices: no whole expert a device; the layout is left out, named
     from symbolic_cost.models.config import from_config
     arch = from_config(json.loads((HF_CONFIGS / "Mixtral-8x7B-v0.1.json").read_text()))
-    _, left = rank(arch, Serving(l_in=256, l_out=32, flash=True), "h100", 16, (1.0, 0.05), requests=30, tensor=(1,))
+    _, left = rank(arch, Serving(l_in=256, l_out=32, flash=True), "h100", 16, (1.0, 0.05), effort=Effort(30),
+                   tensor=(1,))
     assert [(row["layout"], row["reason"]) for row in left if "layout" in row] == [
         ("TP1 x 16, attention data-parallel, experts over 16", "ep must divide experts (got ep=16, experts=8)")]

@@ -552,7 +552,7 @@ def layout_search(args) -> int:
     slo = (args.slo_ttft or float("inf"), args.slo_itl or float("inf"))
     runtime_of = serving_search.capped(engine_runtime(args, arch, serving), args.batch_limits or ())
     ranked, left = serving_search.rank(arch, serving, args.system, args.devices, slo, args.slo_percentile,
-                                       args.requests, runtime_of, conventions(args),
+                                       serving_search.Effort(args.requests), runtime_of, conventions(args),
                                        speculation=speculation(args, arch),
                                        lengths=Lengths(args.prompt_lengths, args.output_lengths))
     if args.json:

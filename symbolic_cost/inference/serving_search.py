@@ -180,7 +180,7 @@ def batch_limits(batches) -> tuple:
 
 
 SEARCH_STEPS = 8_000_000
-"""Most engine steps the load tests of one search run in all (``rank``'s ``budget``; ``steps_run``
+"""Most engine steps the load tests of one search run in all (``Effort.steps``; ``steps_run``
 counts each test's once it has run, so the last may pass it).  The searches of
 ``docs/inference.md`` on eight H100s are whole within it: Llama 3 70B ran 3.0 million (8 CPU-seconds
 on a 2-core machine), with three batch caps at 200 requests a copy 6.5 million (15 s), Qwen3-30B-A3B
@@ -188,6 +188,31 @@ on a 2-core machine), with three batch caps at 200 requests a copy 6.5 million (
 the web page's server as long), stops at it after 25 s with 11 layouts tried.  The test that passes
 it runs whole (at most ``load.MAX_REQUESTS`` requests, 20-30 s): on 512 devices the search ends
 after 26 s with one layout, on 4,096 after 46 s with none (each of their load tests sends 100,000)."""
+
+
+@dataclass(frozen=True)
+class Effort:
+    """How much a layout search (``rank``) simulates: ``requests``, what each copy of a deployment
+    takes in its load test (at most ``load.MAX_REQUESTS``), and ``steps``, the most engine steps the
+    search's load tests run in all (``Budget``; ``None``: ``SEARCH_STEPS`` as it is when the search runs).
+
+    >>> Effort(200).budget() == SEARCH_STEPS, Effort(200, 0).budget()
+    (True, 0)
+    """
+
+    requests: int = 500
+    steps: int | None = None
+
+    def __post_init__(self):
+        count(self.requests, "requests", 1, MAX_REQUESTS)
+        if self.steps is not None and (isinstance(self.steps, bool) or not isinstance(self.steps, int)
+                                       or self.steps < 0):
+            raise InputError(f"budget must be a whole number of engine steps, at least 0, got {shown(self.steps)}",
+                             "budget")
+
+    def budget(self) -> int:
+        """The engine steps the search may run."""
+        return SEARCH_STEPS if self.steps is None else self.steps
 
 
 class Spent(Exception):
@@ -262,9 +287,9 @@ def check_request(serving: Serving) -> None:
                              f"{name}={default}{hint}", name)
 
 
-def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, requests: int = 500,
+def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, effort: Effort = Effort(),
          runtime_of=None, conventions=None, tensor=TENSOR, speculation=None,
-         lengths: Lengths = FIXED, budget: int | None = None) -> tuple[list[dict], list[dict]]:
+         lengths: Lengths = FIXED) -> tuple[list[dict], list[dict]]:
     """``(ranked, left out)``: each layout of ``layouts(devices)`` with its sustained rate, best
     first (``rate``, ``rate_per_device``, the percentile TTFT and ITL there), and the tensor
     degrees left out with the reason.  ``serving`` gives the request (``l_in``, ``l_out``, numbers) and
@@ -277,13 +302,14 @@ def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, 
     ``m1`` devices; disaggregated pools, which do not, are left out with that reason.  ``lengths``:
     the requests' prompt and output lengths (``load.serve``'s).
 
-    ``requests`` is what each copy of the deployment takes: a layout of ``c`` copies is tested
-    with ``c x requests`` (at most ``load.MAX_REQUESTS``), so that every engine runs as long a
-    test whatever the layout.  Split over the copies, a short test per engine keeps the queues
-    shorter at the same rate per device, and the layouts of many copies looked faster.
+    ``effort`` (an ``Effort``): ``requests`` is what each copy of the deployment takes: a layout of
+    ``c`` copies is tested with ``c x requests`` (at most ``load.MAX_REQUESTS``), so that every
+    engine runs as long a test whatever the layout.  Split over the copies, a short test per engine
+    keeps the queues shorter at the same rate per device, and the layouts of many copies looked
+    faster.
 
-    ``budget``: the most engine steps the search's load tests run in all (``Budget``; ``None``:
-    ``SEARCH_STEPS``).  The layouts are tried from the fewest engines (``Layout.engines``, ``devices
+    ``effort.steps``: the most engine steps the search's load tests run in all (``Budget``,
+    ``SEARCH_STEPS`` unless given).  The layouts are tried from the fewest engines (``Layout.engines``, ``devices
     / m1``: the largest tensor degree first) up, in ``layouts``' order among equals, and once the
     budget is spent no load test runs again: the layouts not tried are left out with ``not_tried``
     and the reason, and the figures of those tried are those of a search without a budget.
@@ -295,21 +321,19 @@ def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, 
     instance(lengths, Lengths, "lengths", " (inference.lengths.Lengths)")
     check_request(serving)
     calibrated(system)
-    check_level(level), check_gaps(check_slo(slo), serving.l_out), count(requests, "requests", 1, MAX_REQUESTS)
+    check_level(level), check_gaps(check_slo(slo), serving.l_out)
+    instance(effort, Effort, "effort", " (serving_search.Effort(requests, steps))")
     if runtime_of is not None and not callable(runtime_of):
         raise InputTypeError(f"runtime_of must be a function of (step, m1) giving a load.Runtime, or None, got "
                              f"{shown(runtime_of)}", "runtime_of")
-    budget = SEARCH_STEPS if budget is None else budget
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
-        raise InputError(f"budget must be a whole number of engine steps, at least 0, got {shown(budget)}", "budget")
-    found, steps, rows, spent = layouts(devices, tensor, experts=arch.moe is not None), {}, {}, Budget(budget)
+    found, steps, rows, spent = layouts(devices, tensor, experts=arch.moe is not None), {}, {}, Budget(effort.budget())
     for index in sorted(range(len(found)), key=lambda k: found[k].engines):     # the fewest engines first
         layout = found[index]
         key = (layout.m1, layout.p, layout.attention_dp)
         if key not in steps:
             steps[key] = _step(arch, layout.serving(serving), system, conventions, speculation)
-        rows[index] = _rows(layout, steps[key], runtime_of, int(serving.l_out), slo, level, requests, lengths,
-                            devices, spent)
+        rows[index] = _rows(layout, steps[key], runtime_of, int(serving.l_out), slo, level, effort.requests,
+                            lengths, devices, spent)
     ranked = [row for k in range(len(found)) for row in rows[k][0]]
     ranked.sort(key=lambda row: -row["rate"])
     return ranked, [row for k in range(len(found)) for row in rows[k][1]]
