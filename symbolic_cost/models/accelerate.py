@@ -495,12 +495,8 @@ def fp8_policy(section, notes: list, fsdp_sharded: bool = False) -> dict:
             notes.append("fp8_config.enable_fsdp_float8_all_gather: FSDP2 gathers no sharded weights here; it "
                          "changes nothing")
         return dict(precision="bf16", fp8="torchao-tensorwise", fp8_gather=gather and fsdp_sharded)
-    override = section.get("override_linear_precision", (False, False, False))
-    flags = _flags_of(override)
-    if len(flags) != 3:
-        raise InputError(f"fp8_config.override_linear_precision must be three flags (forward, data gradient, weight "
-                         f"gradient), got {override!r}", "fp8_config.override_linear_precision")
-    if any(switch(part, "fp8_config.override_linear_precision") for part in flags):
+    override = section.get("override_linear_precision")
+    if any(_flags_of(override)):
         raise InputError(f"fp8_config.override_linear_precision {override!r}: products kept in 16 bits for some "
                          f"passes are not modelled", "fp8_config.override_linear_precision")
     form = section.get("fp8_format", "HYBRID")
@@ -557,11 +553,28 @@ def _fp8_switch(section: dict, key: str, default: bool) -> bool:
 
 
 def _flags_of(value) -> list:
-    """``override_linear_precision`` as its three flags: a list, or the text ``(false, false, false)`` a
-    YAML template writes."""
-    if isinstance(value, str):
-        return [part.strip() for part in value.strip("()[] ").split(",")]
-    return list(value) if isinstance(value, (list, tuple)) else [value]
+    """``override_linear_precision`` as accelerate reads it: ``accelerate launch`` hands on items 0, 1
+    and 2 of the YAML value as text (``utils/launch.py``: ``setup_fp8_env``, ``str(value[0])`` ...) and
+    ``TERecipeKwargs.__post_init__`` reads each with ``str_to_bool``; null leaves all three off.  So a
+    YAML list of three booleans is read, while the text ``(false, false, false)`` (whose item 0 is
+    ``(``) and a list short of three are refused there, and here.
+
+    >>> _flags_of([False, "true", 0])
+    [False, True, False]
+    """
+    where = "fp8_config.override_linear_precision"
+    if value is None:
+        return [False, False, False]
+    rule = (f"{where} must be three flags (forward, data gradient, weight gradient) as a YAML list, e.g. "
+            f"[false, false, false]: accelerate launch takes its items 0, 1, 2 and reads each with str_to_bool")
+    try:
+        parts = [value[index] for index in range(3)]
+    except (IndexError, KeyError, TypeError):
+        raise InputError(f"{rule}; got {value!r}", where) from None
+    try:
+        return [switch(part, where) for part in parts]
+    except InputError:
+        raise InputError(f"{rule}; got {value!r}, whose items 0, 1, 2 are {parts!r}", where) from None
 
 
 PLUGIN_NO_COST = {"gradient_clipping", "zero3_init_flag", "zero3_save_16bit_model", "deepspeed_multinode_launcher",
