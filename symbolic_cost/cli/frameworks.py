@@ -15,8 +15,8 @@ The file decides the model and the training.  On the command line beside it:
 * ``--set NAME=VALUE`` replaces a value the file gives (``b``, ``l``, ``m1``, ``s1``, ``d``, ``p``,
   ``n_micro``, ``ep``, ``etp``), explicitly: each replacement is listed in the output's notes;
 * the options the file decides (``FILE_OPTIONS``: precision, recomputation, schedule, overlap,
-  FP8, flash attention, the distributed optimizer, the capacity factor; with Megatron-LM and
-  Megatron-Bridge also ``--optimizer`` and ``--cuda-graphs``; with torchtitan also
+  FP8, flash attention, the distributed optimizer, the capacity factor; with Megatron-LM,
+  Megatron-Bridge and NeMo 1.x also ``--optimizer`` and ``--cuda-graphs``; with torchtitan also
   ``--zero``, ``--shard``, ``--reshard-after-forward``, ``--optimizer`` and ``--offload``) set
   away from their defaults are refused: change the file (one typed at its default value cannot be
   told from none);
@@ -57,7 +57,8 @@ DEEPSPEED_OPTIONS = ("--zero", "--offload", "--distributed-optimizer", "--precis
 ``--optimizer`` only when it names an optimizer)."""
 
 NEMO_OPTIONS = FILE_OPTIONS + ("--optimizer", "--cuda-graphs")
-"""Options a Megatron-Bridge YAML decides (its optimizer and its CUDA graphs too)."""
+"""Options a Megatron-Bridge or NeMo 1.x YAML decides (its optimizer and its CUDA graphs too: NeMo 1.x's
+``model.enable_cuda_graph``)."""
 
 ACCELERATE_OPTIONS = ("--zero", "--offload", "--distributed-optimizer", "--precision", "--shard",
                       "--reshard-after-forward", "--overlap")

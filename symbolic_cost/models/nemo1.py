@@ -48,6 +48,8 @@ NeMo 1.x key (NeMo's default)                   Megatron-LM option
                                                 ``--use-distributed-optimizer``;
 ``model.optim.overlap_grad_sync`` (true),       ``--overlap-grad-reduce``,
 ``overlap_param_sync`` (false)                  ``--overlap-param-gather`` (with distributed Adam)
+``model.enable_cuda_graph`` (false; with        ``--enable-cuda-graph``: Megatron-Core's local graph
+``use_te_rng_tracker`` true, as NeMo asserts)   of each whole layer (``blocks.graphs.graph_scopes``)
 =============================================== ===================================================
 
 Keys that change no count (logging, checkpoints, initialisation, fusions, the data pipeline, the
@@ -87,7 +89,8 @@ READ = {"micro_batch_size", "global_batch_size", "tensor_model_parallel_size", "
         "num_query_groups", "kv_channels", "hidden_dropout", "attention_dropout", "normalization", "bias",
         "activation", "position_embedding_type", "rotary_percentage", "share_embeddings_and_output_weights",
         "make_vocab_size_divisible_by", "tokenizer", "megatron_amp_O2", "activations_checkpoint_granularity",
-        "activations_checkpoint_method", "activations_checkpoint_num_layers", "optim", "data", "mcore_gpt"}
+        "activations_checkpoint_method", "activations_checkpoint_num_layers", "optim", "data", "mcore_gpt",
+        "enable_cuda_graph", "use_te_rng_tracker"}
 """``model:`` keys read into options (``OPTIONS``)."""
 
 NO_COST = {"init_method_std", "use_scaled_init_method", "apply_query_key_layer_scaling", "layernorm_epsilon",
@@ -370,7 +373,22 @@ def nemo1_options(data: dict, name: str, vocab: int | None, notes: list) -> list
         notes += [f"model.optim.{key}: Apex's distributed Adam's; {kind} ignores it" for key in DISTRIBUTED_OVERLAPS
                   if key in optim]
     words += _tokenizer(_check(model.get("tokenizer"), TOKENIZER_KEYS, "model.tokenizer"), vocab)
-    return words
+    return words + _graph_words(get)
+
+
+def _graph_words(get) -> list:
+    """``model.enable_cuda_graph`` as the option it stands for: NeMo 1.x's ``MegatronGPTModel.
+    build_transformer_config`` copies it onto Megatron-Core's ``TransformerConfig`` (its deprecated
+    switch for the local graph of each whole layer, ``--enable-cuda-graph``), asserting first that
+    ``use_te_rng_tracker`` is on; the RNG tracker itself changes no count."""
+    tracker = _switch(get("use_te_rng_tracker", False), "model.use_te_rng_tracker")
+    if not _switch(get("enable_cuda_graph", False), "model.enable_cuda_graph"):
+        return []
+    if not tracker:
+        raise InputError("model.enable_cuda_graph without model.use_te_rng_tracker: NeMo asserts Transformer "
+                         "Engine's RNG tracker is on for CUDA graphs (set use_te_rng_tracker: true)",
+                         "model.use_te_rng_tracker")
+    return ["--enable-cuda-graph"]
 
 
 def _tokenizer(tokenizer: dict, vocab: int | None) -> list:
