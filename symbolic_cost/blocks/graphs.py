@@ -178,8 +178,8 @@ def graph_scopes(impl, scope, names=("cuda_graph_impl", "cuda_graph_scope")) -> 
     is the older spelling of the whole step, Megatron-Core's own graph (refused beside Transformer
     Engine's); ``mamba`` captures Mamba layers, which no model the library counts has (a scope of
     ``mamba`` alone captures nothing here, as ``_layer_is_graphable`` graphs no other layer; it is
-    no empty scope, the whole layer); a scope named twice is the same scope.  ``names``: the two settings as the reader's file names them, for its
-    refusals.
+    no empty scope, the whole layer); a scope named twice is the same scope.  ``names``: the two
+    settings as the reader's file names them, for its refusals.
 
     >>> graph_scopes("transformer_engine", ["attn", "moe_router"]), graph_scopes("none", "full")
     (('attn', 'moe_router'), ())
@@ -265,9 +265,43 @@ def for_model(scopes: tuple, arch, capacity, name: str, padded: bool = True, dis
                          f"not padded to it: its preprocessing copies to the host, which a graph cannot hold "
                          f"(Megatron-Core: 'moe_preprocess cuda graph is not supported when there are DtoH copies')",
                          name)
-    if moe is not None and "moe" in scopes and capacity is None:
-        said = " (no scope: the whole layer, its MoE module too)" if whole else ""
-        raise InputError(f"{name}{said}: a graph replays fixed shapes, and dropless routing sends each expert a "
-                         f"different number of tokens every step; give a capacity factor, or capture 'attn' and "
-                         f"'moe_router'", name)
+    if moe is not None:
+        check_fixed_shapes(scopes, capacity, name, " (no scope: the whole layer, its MoE module too)" if whole else "")
     return scopes
+
+
+def check_fixed_shapes(scopes, capacity, name: str = "cuda_graphs", said: str = "") -> None:
+    """Refuse a graph of a whole MoE module (``moe``) over dropless routing (``capacity`` ``None``):
+    a graph replays fixed shapes, and dropless routing sends each expert another number of tokens
+    every step.  ``name``: the setting the scopes came from; ``said``: how they say ``moe``.
+
+    >>> check_fixed_shapes(("moe",), 1.25), check_fixed_shapes(("attn", "moe_router"), None)
+    (None, None)
+    """
+    if "moe" in scopes and capacity is None:
+        raise InputError(f"{name}{said} 'moe': a graph replays fixed shapes, and dropless routing sends each expert "
+                         f"a different number of tokens every step; give a capacity factor, or capture 'attn' and "
+                         f"'moe_router'", name)
+
+
+def switched_implementation(enable: bool, external: bool, impl: str, names: tuple, framework: str) -> str:
+    """The ``cuda_graph_impl`` that Megatron-Core's deprecated switches stand for: ``enable_cuda_graph``
+    is ``local``, ``external_cuda_graph`` ``transformer_engine`` (``TransformerConfig.__post_init__``);
+    ``impl`` where neither is on.  Both on, or one beside an implementation other than ``none``, is
+    refused as ``framework`` refuses it.  ``names``: the two switches' and the implementation's
+    settings as the caller's input names them.
+
+    >>> switched_implementation(True, False, "none", ("e", "x", "i"), "Megatron-LM")
+    'local'
+    """
+    enable_name, external_name, impl_name = names
+    if enable and external:
+        raise InputError(f"{enable_name} and {external_name} together ({framework} refuses them: one "
+                         f"implementation)", external_name)
+    if not (enable or external):
+        return impl
+    switch = enable_name if enable else external_name
+    if impl != "none":
+        raise InputError(f"{switch} with {impl_name} {impl!r}: the switch is the deprecated spelling of an "
+                         f"implementation, and {framework} refuses both", switch)
+    return "local" if enable else "transformer_engine"

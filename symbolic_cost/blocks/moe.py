@@ -53,6 +53,7 @@ from dataclasses import dataclass, replace
 from sympy import Eq, Expr, Piecewise, ceiling, floor, sympify
 
 from symbolic_cost.blocks.block import Block
+from symbolic_cost.blocks.graphs import check_fixed_shapes
 from symbolic_cost.blocks.layout import NORMS, Layout
 from symbolic_cost.blocks.wiring import Experts, Residual, Run, check_dispatcher
 from symbolic_cost.checks import InputError, check_rules, count, counts, positive_dims
@@ -205,10 +206,7 @@ def moe(b, l, e, spec: MoE, m1=1, s1=1, *, experts: Experts | None = None, gated
     """
     placed, residual, run = _placed(experts), residual or Residual(norm="rms"), run or Run()
     check_dispatcher(placed)
-    if "moe" in run.graphs and placed.capacity_factor is None:
-        raise InputError("cuda_graphs 'moe' replays the whole MoE module from a graph, which holds fixed shapes: "
-                         "dropless routing sends each expert a different number of rows every step; give a "
-                         "capacity_factor, or capture 'moe_router'", "cuda_graphs")
+    check_fixed_shapes(run.graphs, placed.capacity_factor)
     _alone(residual)
     dims = dict(b=b, l=l, e=e, m1=m1, s1=s1, ep=placed.ep, etp=placed.etp, experts=spec.experts, top_k=spec.top_k,
                 expert_f=spec.expert_f, **({"shared_f": spec.shared_f} if sympify(spec.shared_f) != 0 else {}))

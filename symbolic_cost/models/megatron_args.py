@@ -159,7 +159,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from symbolic_cost import symbols as S
-from symbolic_cost.blocks.graphs import IMPLEMENTATIONS, check_recompute, for_model, graph_scopes
+from symbolic_cost.blocks.graphs import (IMPLEMENTATIONS, check_recompute, for_model, graph_scopes,
+                                         switched_implementation)
 from symbolic_cost.blocks.moe import MoE
 from symbolic_cost.blocks.specs import Latent
 from symbolic_cost.checks import InputError, given_counts, instance
@@ -288,16 +289,9 @@ def _graphs(o: Options, arch: Architecture, policy: dict, notes: list) -> tuple:
     older scope ``full_iteration`` is ``--cuda-graph-impl full_iteration`` (the migration of 0.18,
     noted: before it, without an implementation, it captured nothing)."""
     enable, external = o.flag("enable-cuda-graph"), o.flag("external-cuda-graph")
-    impl, switch = o.choice("cuda-graph-impl", "none", IMPLEMENTATIONS), "--cuda-graph-impl"
-    if enable and external:
-        raise InputError("--enable-cuda-graph and --external-cuda-graph together (Megatron-LM refuses them: one "
-                         "implementation)", "--external-cuda-graph")
-    if enable or external:
-        switch = "--enable-cuda-graph" if enable else "--external-cuda-graph"
-        if impl != "none":
-            raise InputError(f"{switch} with --cuda-graph-impl {impl}: the switch is the deprecated spelling of an "
-                             f"implementation, and Megatron-LM refuses both", switch)
-        impl = "local" if enable else "transformer_engine"
+    impl = switched_implementation(enable, external, o.choice("cuda-graph-impl", "none", IMPLEMENTATIONS),
+                                   ("--enable-cuda-graph", "--external-cuda-graph", "--cuda-graph-impl"), "Megatron-LM")
+    switch = "--enable-cuda-graph" if enable else "--external-cuda-graph" if external else "--cuda-graph-impl"
     if all(name in o.options for name in GRAPH_SCOPES):
         raise InputError("--cuda-graph-scope and --cuda-graph-modules together: the first is the second's deprecated "
                          "name (Megatron-LM refuses both)", "--cuda-graph-scope")

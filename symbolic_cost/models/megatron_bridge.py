@@ -90,7 +90,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from symbolic_cost import symbols as S
-from symbolic_cost.blocks.graphs import check_recompute, for_model, graph_scopes
+from symbolic_cost.blocks.graphs import check_recompute, for_model, graph_scopes, switched_implementation
 from symbolic_cost.checks import InputError, file_text, given_counts, instance
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.megatron_args import CP_COMM_TYPES, DISPATCHER_TYPES, SHARDING, Setup, layer_flags
@@ -303,15 +303,10 @@ def cuda_graphs(c: Container, arch: Architecture, capacity, notes: list) -> tupl
     enable, external = (c.get("model", key, False, bool) for key in ("enable_cuda_graph", "external_cuda_graph"))
     model = c.section("model")
     scope, modules = model.get("cuda_graph_scope"), model.get("cuda_graph_modules")
-    if enable and external:
-        raise InputError("model.enable_cuda_graph and external_cuda_graph together (Megatron-Core refuses them: one "
-                         "implementation)", "model.external_cuda_graph")
+    switched = switched_implementation(enable, external, impl, ("model.enable_cuda_graph",
+                                       "model.external_cuda_graph", "cuda_graph_impl"), "Megatron-Core")
     if enable or external:
-        key, impl_given = ("model.enable_cuda_graph", "local") if enable else \
-            ("model.external_cuda_graph", "transformer_engine")
-        if impl != "none":
-            raise InputError(f"{key} with cuda_graph_impl {impl!r}: the switch is the deprecated spelling of an "
-                             f"implementation, and Megatron-Core refuses both", key)
+        key, impl_given = ("model.enable_cuda_graph" if enable else "model.external_cuda_graph"), switched
         if any(v not in (None, "full", []) for v in (scope, modules)):
             notes.append(f"{key}: Megatron-Bridge clears the CUDA graph scope while cuda_graph_impl is 'none', "
                          f"before Megatron-Core turns the switch into cuda_graph_impl {impl_given!r}: the whole layer")
