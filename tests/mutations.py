@@ -71,7 +71,8 @@ TESTS = ("tests/test_serving_lengths.py", "tests/test_serving_lockstep.py", "tes
          "tests/test_trainer_deepspeed.py", "tests/test_llamafactory.py", "tests/test_fused_loss.py",
          "tests/test_budget.py", "tests/test_extrema.py", "tests/test_collective_kinds.py",
          "tests/test_pipeline_sends.py", "tests/test_bridge_peft.py",
-         "tests/test_serving_kv_copies.py", "tests/test_tensor_parallel_ends.py", "tests/test_cuda_graphs.py")
+         "tests/test_serving_kv_copies.py", "tests/test_tensor_parallel_ends.py", "tests/test_cuda_graphs.py",
+         "tests/test_tensor_overlap_pairs.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -1139,6 +1140,14 @@ MUTATIONS = (
              "return _graphed(layer, blocks, ffn, run) if run.graphs else layer", "return layer", required=False),
     Mutation("preprocess-captures-no-permute", "symbolic_cost/blocks/moe.py", "        last += 1\n",
              "        last += 0\n", required=False),
+    # TP overlap collective by collective (tests/test_tensor_overlap_pairs.py, paired by hand)
+    Mutation("tensor-overlap-product-hides-nothing", STEP,
+             'exposed.append(maximum(0, Add(*pending) - row_time[f"t_{pass_}"]))',
+             "exposed.append(Add(*pending))", required=False),
+    Mutation("tensor-overlap-backward-paired-forward", STEP, "        order.reverse()\n", "        pass\n",
+             required=False),
+    Mutation("tensor-overlap-hides-an-unpaired-collective", STEP, "    return Add(*exposed, *pending)",
+             "    return Add(*exposed)", required=False),
 )
 
 

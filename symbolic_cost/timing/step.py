@@ -33,7 +33,8 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
     * ``compute``: micro-batches x the stage's roofline times (forward, backward, and the
       forward its recomputed layers redo);
     * ``tensor_comm``: micro-batches x the stage's tensor/sequence collectives (those of
-      a recomputed forward again);
+      a recomputed forward again); under ``Overlap.tensor`` only what outlasts the product each
+      runs under (``tensor_comm_exposed``);
     * ``bubble``: ``(p - 1)/v`` more micro-batch slots of the stage, idle or warming up
       (``v`` chunks per rank under the interleaved schedule, else 1); under ZB-H1
       ``(p - 1)(T_F + T_B - min(T_W, T_F, T_B))`` with ``T_W`` the stage's weight-gradient
@@ -71,14 +72,17 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
     system = attention_kernels.for_training(system, t)
     p, n = exact(t.p, "p"), exact(t.micro_batches, "micro_batches")
     place = cost_placement(cost)
-    compute, tensor, unhidden = {}, {}, {}
+    compute, tensor, unhidden, exposed = {}, {}, {}, {}
     for pass_ in ("fwd", "bwd"):
-        compute[pass_], tensor[pass_], unhidden[pass_] = _stage_pass(cost, place, system, conventions, pass_)
+        compute[pass_], tensor[pass_], unhidden[pass_], exposed[pass_] = _stage_pass(cost, place, system, conventions, pass_)
     compute_all, tensor_all = compute["fwd"] + compute["bwd"], tensor["fwd"] + tensor["bwd"]
     alltoall = unhidden["fwd"] + unhidden["bwd"]
-    # what an overlap hides shows only where it outlasts the compute: Overlap.tensor the layers'
-    # collectives but the all-to-alls (hidden_by_tensor_overlap), Overlap.expert those all-to-alls
-    hidden = (tensor_all - alltoall if t.overlap.tensor else 0) + (alltoall if t.overlap.expert else 0)
+    # what an overlap hides shows only where it outlasts the compute: Overlap.tensor each of the
+    # layers' collectives but the all-to-alls behind its own product (tensor_comm_exposed),
+    # Overlap.expert those all-to-alls behind the micro-batch's compute
+    if t.overlap.tensor:
+        tensor_all = alltoall + exposed["fwd"] + exposed["bwd"]
+    hidden = alltoall if t.overlap.expert else 0
     if hidden != 0:
         tensor_all = tensor_all - hidden + maximum(0, hidden - compute_all)
     if t.overlap.shared_expert:     # the all-to-alls under the shared experts' stream, as far as it lasts
@@ -126,9 +130,9 @@ def _pipeline_time(cost: ModelCost, system, conventions, compute) -> Expr:
     return maximum(0, sends - compute) if overlaps_sends(cost.training) else sends
 
 
-def _stage_pass(cost: ModelCost, place, system, conventions, pass_: str) -> tuple[Expr, Expr, Expr]:
-    """(compute, tensor-communication, its part ``hidden_by_tensor_overlap`` leaves) seconds of one micro-batch's ``pass_``
-    on the busiest stage; the backward includes the forward its recomputed layers redo.  Remembered by stack
+def _stage_pass(cost: ModelCost, place, system, conventions, pass_: str) -> tuple[Expr, Expr, Expr, Expr]:
+    """(compute, tensor-communication, its part ``hidden_by_tensor_overlap`` leaves, and what
+    ``tensor_comm_exposed`` leaves of the rest) seconds of one micro-batch's ``pass_`` on the busiest stage; the backward includes the forward its recomputed layers redo.  Remembered by stack
     (``trees.remembered_on``): a search's ZeRO stages, offloads and schedules share it."""
     return remembered_on(_PASSES, cost.stack, (place, cost.training.recomputation, system, conventions, pass_),
                          lambda: _stage_seconds(cost, place, system, conventions, pass_))
@@ -138,15 +142,16 @@ _PASSES: dict = {}
 """A stage's pass and weight-gradient seconds by stack, placement and system."""
 
 
-def _stage_seconds(cost: ModelCost, place, system, conventions, pass_: str) -> tuple[Expr, Expr, Expr]:
+def _stage_seconds(cost: ModelCost, place, system, conventions, pass_: str) -> tuple[Expr, Expr, Expr, Expr]:
     t = cost.training
 
     def parts(rows, passes):
         seconds = [row_seconds(r, system, conventions) for r in rows]
         unhidden = Add(*(comm_time(c, system, conventions) for r in rows for c in r.collectives
                          if not hidden_by_tensor_overlap(c) and c.pass_ in passes))
+        exposed = Add(*(tensor_comm_exposed(rows, seconds, p_, system, conventions) for p_ in passes))
         return tuple(Add(*(s[f"{kind}{p_}"] for s in seconds for p_ in passes))    # one flatten, not one a row
-                     for kind in ("t_", "t_comm_")) + (unhidden,)
+                     for kind in ("t_", "t_comm_")) + (unhidden, exposed)
 
     middle = cost.stack[1:-1]                       # every layer group (and T5's middle ends)
     if pass_ == "reference":                        # the reference model's forward: no adapters, nothing redone
@@ -155,8 +160,8 @@ def _stage_seconds(cost: ModelCost, place, system, conventions, pass_: str) -> t
         rows = lambda blk: blk  # noqa: E731
     start, end = parts(rows(cost.embedding), (pass_,)), parts(rows(cost.head), (pass_,))
     whole = [parts(rows(blk), (pass_,)) for blk, _ in middle]
-    redo = [parts(recomputed_costs(blk, t.recomputation), ("fwd",)) if pass_ == "bwd" else (0, 0, 0) for blk, _ in middle]
-    return tuple(place.busiest_redoing(start[i], end[i], [w[i] for w in whole], [r[i] for r in redo]) for i in (0, 1, 2))
+    redo = [parts(recomputed_costs(blk, t.recomputation), ("fwd",)) if pass_ == "bwd" else (0, 0, 0, 0) for blk, _ in middle]
+    return tuple(place.busiest_redoing(start[i], end[i], [w[i] for w in whole], [r[i] for r in redo]) for i in (0, 1, 2, 3))
 
 
 def _reference_time(cost: ModelCost, place, system, conventions) -> Expr:
@@ -165,7 +170,7 @@ def _reference_time(cost: ModelCost, place, system, conventions) -> Expr:
     its ZeRO-3 gathers (dimension ``"reference"``), each micro-batch's behind that forward where
     ``Overlap.param_gather`` is on (the prefetch FSDP and ZeRO-3 run for any module they wrap)."""
     n = exact(cost.training.micro_batches, "micro_batches")
-    compute, tensor, _ = _stage_pass(cost, place, system, conventions, "reference")
+    compute, tensor, _, _ = _stage_pass(cost, place, system, conventions, "reference")
     gathers = _dimension_time(cost, "reference", system, conventions)
     exposed = n * maximum(0, gathers / n - compute) if cost.training.overlap.param_gather else gathers
     return n * (compute + tensor) + exposed
@@ -274,3 +279,41 @@ def layer_time(cost: ModelCost, system, conventions=conv.DEFAULT, group: int = 0
     out = {"fwd": seconds(layer, "fwd"), "bwd": seconds(layer, "bwd") + seconds(recomputed, "fwd")}
     out["total"] = out["fwd"] + out["bwd"]
     return out
+
+
+def tensor_comm_exposed(rows, seconds, pass_: str, system, conventions=conv.DEFAULT) -> Expr:
+    """Seconds of ``rows``' ``pass_`` collectives that ``Overlap.tensor`` leaves exposed, each hidden
+    only behind the product it overlaps (``seconds``: each row's ``row_seconds``).
+
+    Transformer Engine's userbuffers overlap (Megatron-LM's ``--tp-comm-overlap``) splits a
+    tensor-parallel linear's GEMM into chunks and runs its own all-gather or reduce-scatter under
+    them: the all-gather of a norm's output under the next linear's forward (ring exchange), the
+    reduce-scatter of a linear's output under its own forward (pipelined), and in the backward the
+    gradient's all-gather under the dgrad of the linear before it, the input's re-gather and the
+    dgrad's reduce-scatter under the linear's own backward (bulk).  So each collective
+    ``hidden_by_tensor_overlap`` (a context-parallel ring's KV exchange too, under its attention
+    chunks) pairs with the nearest ``"matrix"`` row at or after its own in the pass's order (the
+    rows' order forward, the reverse backward), and shows for ``max(0, T_comm - T_row)`` of each
+    pair; a collective with no product after it (an embedding's) shows whole.  The micro-batch's
+    total compute does not hide it: a chunk's communication cannot wait for later layers.
+
+    >>> from types import SimpleNamespace as Row
+    >>> from symbolic_cost.cost import Collective
+    >>> gather = Collective("allgather", 2**24, 2, 8, "fwd", 0)      # 32 MiB over 8 GPUs
+    >>> rows = [Row(engine="vector", collectives=(gather,)), Row(engine="matrix", collectives=())]
+    >>> tensor_comm_exposed(rows, [{"t_fwd": 0}, {"t_fwd": 1}], "fwd", "h100")   # a second's product
+    0
+    >>> tensor_comm_exposed(rows, [{"t_fwd": 0}, {"t_fwd": 0}], "fwd", "h100") > 0
+    True
+    """
+    order = list(zip(rows, seconds))
+    if pass_ == "bwd":
+        order.reverse()
+    pending, exposed = [], []
+    for row, row_time in order:
+        pending += [comm_time(c, system, conventions) for c in row.collectives
+                    if hidden_by_tensor_overlap(c) and c.pass_ == pass_]
+        if row.engine == "matrix" and pending:
+            exposed.append(maximum(0, Add(*pending) - row_time[f"t_{pass_}"]))
+            pending = []
+    return Add(*exposed, *pending)
