@@ -72,7 +72,7 @@ TESTS = ("tests/test_serving_lengths.py", "tests/test_serving_lockstep.py", "tes
          "tests/test_budget.py", "tests/test_extrema.py", "tests/test_collective_kinds.py",
          "tests/test_pipeline_sends.py", "tests/test_bridge_peft.py",
          "tests/test_serving_kv_copies.py", "tests/test_tensor_parallel_ends.py", "tests/test_cuda_graphs.py",
-         "tests/test_tensor_overlap_pairs.py")
+         "tests/test_overlap_pairs.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -1140,7 +1140,7 @@ MUTATIONS = (
              "return _graphed(layer, blocks, ffn, run) if run.graphs else layer", "return layer", required=False),
     Mutation("preprocess-captures-no-permute", "symbolic_cost/blocks/moe.py", "        last += 1\n",
              "        last += 0\n", required=False),
-    # TP overlap collective by collective (tests/test_tensor_overlap_pairs.py, paired by hand)
+    # TP overlap collective by collective (tests/test_overlap_pairs.py, paired by hand)
     Mutation("tensor-overlap-product-hides-nothing", STEP,
              'exposed.append(maximum(0, Add(*pending) - row_time[f"t_{pass_}"]))',
              "exposed.append(Add(*pending))", required=False),
@@ -1148,6 +1148,13 @@ MUTATIONS = (
              required=False),
     Mutation("tensor-overlap-hides-an-unpaired-collective", STEP, "    return Add(*exposed, *pending)",
              "    return Add(*exposed)", required=False),
+    # the MoE all-to-alls' 1F1B overlap, slot by slot (tests/test_overlap_pairs.py, phases named by hand)
+    Mutation("expert-overlap-combine-under-its-own-pass", STEP,
+             'maximum(0, comm(last, "bwd") - phase(attention, "fwd"))',
+             'maximum(0, comm(last, "bwd") - phase(attention, "bwd"))', required=False),
+    Mutation("expert-overlap-behind-the-micro-batch", STEP,
+             '        tensor_all = tensor_all - alltoall + expert["bwd"]',
+             '        tensor_all = tensor_all - alltoall + maximum(0, alltoall - compute_all)', required=False),
 )
 
 

@@ -470,7 +470,7 @@ def test_tensor_overlap_hides_no_moe_all_to_all():
     products outlasting the tensor-parallel collectives, what shows of a step's tensor communication
     is every all-to-all of its layers, summed here from the stack's own collectives, and what the
     overlap leaves of the rest, collective by collective (``tensor_comm_exposed``, checked by hand in
-    ``test_tensor_overlap_pairs``)."""
+    ``test_overlap_pairs``)."""
     from symbolic_cost.models.config import load
     arch = load(pathlib.Path(__file__).parent / "hf_configs" / "Mixtral-8x7B-v0.1.json")
     system = calibrated("h100")

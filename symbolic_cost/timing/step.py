@@ -51,7 +51,7 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
       and a compressed optimizer's momentum exchange (dimension ``"optimizer"``:
       ``parallel.zero.compressed_exchange``), in the optimizer step, whole; the all-to-alls of MoE layers are block
       collectives, in ``tensor_comm``, which ``overlap.tensor`` does not hide (``hidden_by_tensor_overlap``) and
-      ``overlap.expert`` does;
+      ``overlap.expert`` does, each behind its slot of another micro-batch (``all_to_all_exposed``);
     * ``reference`` (only with ``Trainable.reference``): micro-batches x the stage's forward
       of a frozen reference model (``models.recipes.reference_rows``: the layers' rows but LoRA's
       adapters) with its tensor collectives, run in turn with the rest (TRL runs it between the
@@ -72,19 +72,19 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
     system = attention_kernels.for_training(system, t)
     p, n = exact(t.p, "p"), exact(t.micro_batches, "micro_batches")
     place = cost_placement(cost)
-    compute, tensor, unhidden, exposed = {}, {}, {}, {}
+    compute, tensor, unhidden, exposed, expert = {}, {}, {}, {}, {}
     for pass_ in ("fwd", "bwd"):
-        compute[pass_], tensor[pass_], unhidden[pass_], exposed[pass_] = _stage_pass(cost, place, system, conventions, pass_)
+        compute[pass_], tensor[pass_], unhidden[pass_], exposed[pass_], expert[pass_] = \
+            _stage_pass(cost, place, system, conventions, pass_)
     compute_all, tensor_all = compute["fwd"] + compute["bwd"], tensor["fwd"] + tensor["bwd"]
     alltoall = unhidden["fwd"] + unhidden["bwd"]
-    # what an overlap hides shows only where it outlasts the compute: Overlap.tensor each of the
-    # layers' collectives but the all-to-alls behind its own product (tensor_comm_exposed),
-    # Overlap.expert those all-to-alls behind the micro-batch's compute
+    # what an overlap hides shows only where it outlasts the compute it runs beside: Overlap.tensor
+    # each of the layers' collectives but the all-to-alls behind its own product (tensor_comm_exposed),
+    # Overlap.expert each all-to-all behind its slot of another micro-batch (all_to_all_exposed)
     if t.overlap.tensor:
         tensor_all = alltoall + exposed["fwd"] + exposed["bwd"]
-    hidden = alltoall if t.overlap.expert else 0
-    if hidden != 0:
-        tensor_all = tensor_all - hidden + maximum(0, hidden - compute_all)
+    if t.overlap.expert:
+        tensor_all = tensor_all - alltoall + expert["bwd"]
     if t.overlap.shared_expert:     # the all-to-alls under the shared experts' stream, as far as it lasts
         tensor_all = tensor_all - minimum(alltoall, _shared_expert_seconds(cost, place, system, conventions))
     per_micro = compute_all + tensor_all
@@ -153,15 +153,22 @@ def _stage_seconds(cost: ModelCost, place, system, conventions, pass_: str) -> t
         return tuple(Add(*(s[f"{kind}{p_}"] for s in seconds for p_ in passes))    # one flatten, not one a row
                      for kind in ("t_", "t_comm_")) + (unhidden, exposed)
 
+    def expert(blk):        # what Overlap.expert leaves of a block's all-to-alls, both passes, on the backward
+        return all_to_all_exposed(blk, [row_seconds(r, system, conventions) for r in blk], system, conventions) \
+            if pass_ == "bwd" else Integer(0)
+
     middle = cost.stack[1:-1]                       # every layer group (and T5's middle ends)
     if pass_ == "reference":                        # the reference model's forward: no adapters, nothing redone
         rows, pass_ = reference_rows, "fwd"
     else:
         rows = lambda blk: blk  # noqa: E731
-    start, end = parts(rows(cost.embedding), (pass_,)), parts(rows(cost.head), (pass_,))
-    whole = [parts(rows(blk), (pass_,)) for blk, _ in middle]
-    redo = [parts(recomputed_costs(blk, t.recomputation), ("fwd",)) if pass_ == "bwd" else (0, 0, 0, 0) for blk, _ in middle]
-    return tuple(place.busiest_redoing(start[i], end[i], [w[i] for w in whole], [r[i] for r in redo]) for i in (0, 1, 2, 3))
+    start = parts(rows(cost.embedding), (pass_,)) + (expert(rows(cost.embedding)),)
+    end = parts(rows(cost.head), (pass_,)) + (expert(rows(cost.head)),)     # MTP's layers with it
+    layers = [parts(rows(blk), (pass_,)) + (expert(rows(blk)),) for blk, _ in middle]
+    redone = [recomputed_costs(blk, t.recomputation) for blk, _ in middle]
+    # a redone forward's all-to-alls (MoE layers recomputed whole) have no partner: they show whole
+    redo = [parts(r, ("fwd",)) + (parts(r, ("fwd",))[2],) if pass_ == "bwd" else (0,) * 5 for r in redone]
+    return tuple(place.busiest_redoing(start[i], end[i], [w[i] for w in layers], [r[i] for r in redo]) for i in range(5))
 
 
 def _reference_time(cost: ModelCost, place, system, conventions) -> Expr:
@@ -170,7 +177,7 @@ def _reference_time(cost: ModelCost, place, system, conventions) -> Expr:
     its ZeRO-3 gathers (dimension ``"reference"``), each micro-batch's behind that forward where
     ``Overlap.param_gather`` is on (the prefetch FSDP and ZeRO-3 run for any module they wrap)."""
     n = exact(cost.training.micro_batches, "micro_batches")
-    compute, tensor, _, _ = _stage_pass(cost, place, system, conventions, "reference")
+    compute, tensor, *_ = _stage_pass(cost, place, system, conventions, "reference")
     gathers = _dimension_time(cost, "reference", system, conventions)
     exposed = n * maximum(0, gathers / n - compute) if cost.training.overlap.param_gather else gathers
     return n * (compute + tensor) + exposed
@@ -317,3 +324,38 @@ def tensor_comm_exposed(rows, seconds, pass_: str, system, conventions=conv.DEFA
             exposed.append(maximum(0, Add(*pending) - row_time[f"t_{pass_}"]))
             pending = []
     return Add(*exposed, *pending)
+
+
+def all_to_all_exposed(rows, seconds, system, conventions=conv.DEFAULT) -> Expr:
+    """Seconds of a MoE layer's token all-to-alls that Megatron-Core's 1F1B all-to-all overlap
+    (``--overlap-moe-expert-parallel-comm``, ``Overlap.expert``) leaves exposed, for one layer's
+    forward of one micro-batch run beside another micro-batch's backward of the same layer.
+
+    The combined 1F1B schedule cuts a layer into an attention phase (rows up to the dispatch's,
+    and those after the combine's), the dispatch all-to-all, an MLP phase (the experts, between the
+    two) and the combine all-to-all, and runs each communication of one micro-batch under a compute
+    phase of the other: the backward's combine under the forward's attention, the forward's
+    dispatch under the backward's MLP, the backward's dispatch under the forward's MLP, the
+    forward's combine under the backward's attention.  Each shows for ``max(0, T_comm - T_compute)``
+    of its slot (the warm-up's forwards and the cool-down's backwards, which have no partner, are
+    taken as paired too).  Where one row carries every all-to-all, nothing lies between them to
+    hide one, and they show whole."""
+    rows = list(rows)
+    carrying = [i for i, r in enumerate(rows) if any(not hidden_by_tensor_overlap(c) for c in r.collectives)]
+    if not carrying:
+        return Integer(0)
+    first, last = carrying[0], carrying[-1]
+
+    def comm(i, pass_):
+        return Add(*(comm_time(c, system, conventions) for c in rows[i].collectives
+                     if not hidden_by_tensor_overlap(c) and c.pass_ == pass_))
+
+    def phase(indices, pass_):
+        return Add(*(seconds[i][f"t_{pass_}"] for i in indices))
+
+    mlp = [i for i, r in enumerate(rows) if first < i <= last or r.name in SHARED_ROWS]
+    attention = [i for i in range(len(rows)) if i not in mlp]
+    if first == last:           # one row carries both: no MLP between to hide them
+        return comm(first, "fwd") + comm(first, "bwd")
+    return (maximum(0, comm(last, "bwd") - phase(attention, "fwd")) + maximum(0, comm(first, "fwd") - phase(mlp, "bwd"))
+            + maximum(0, comm(first, "bwd") - phase(mlp, "fwd")) + maximum(0, comm(last, "fwd") - phase(attention, "bwd")))

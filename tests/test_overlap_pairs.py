@@ -1,4 +1,5 @@
-"""Tensor-parallel communication overlap, collective by collective (``timing.step.tensor_comm_exposed``).
+"""Communication overlap, collective by collective: tensor parallelism's (``timing.step.tensor_comm_exposed``)
+and the MoE all-to-alls' 1F1B overlap (``timing.step.all_to_all_exposed``, at the end).
 
 Transformer Engine's userbuffers overlap (Megatron-LM ``--tp-comm-overlap``) runs each tensor-parallel
 all-gather or reduce-scatter under the chunks of one GEMM: the one that consumes the gathered input or
@@ -20,7 +21,7 @@ from symbolic_cost.models.config import preset
 from symbolic_cost.models.training import Context, Execution, Overlap
 from symbolic_cost.timing import attention_kernels
 from symbolic_cost.timing.hardware import calibrated, comm_time, row_seconds
-from symbolic_cost.timing.step import step_time_breakdown, tensor_comm_exposed
+from symbolic_cost.timing.step import all_to_all_exposed, step_time_breakdown, tensor_comm_exposed
 
 PAIRS = {
     # the product a collective runs under, by the row it is attached to and its pass
@@ -115,3 +116,69 @@ def test_an_embedding_collective_with_no_product_after_it_shows_whole():
     rows = [Row(engine="matrix", collectives=()), Row(engine="vector", collectives=(scatter,))]
     got = tensor_comm_exposed(rows, [{"t_fwd": Integer(1)}, {"t_fwd": Integer(0)}], "fwd", "h100")
     assert got == comm_time(scatter, "h100")
+
+
+# Megatron-Core's combined 1F1B schedule (``--overlap-moe-expert-parallel-comm``) runs a layer's forward of
+# one micro-batch beside the same layer's backward of another, in four slots (its ``schedule_chunk_1f1b``):
+# the backward's combine under the forward's attention, the forward's dispatch under the backward's
+# experts, the backward's dispatch under the forward's experts, the forward's combine under the
+# backward's attention.  The phases here are named by hand: attention up to the dispatch row and from
+# the last residual, the experts from the dispatch's sort to the combine.
+ATTENTION_END, EXPERTS = "dispatch", ("dispatch_sort", "expert_fc1", "expert_act", "expert_fc2", "combine_sort", "combine")
+
+
+def _moe_layer(name: str, ep: int, l: int):
+    from symbolic_cost.models.config import load
+    import pathlib
+    arch = load(pathlib.Path(__file__).parent / "hf_configs" / f"{name}.json")
+    training = Training(b=1, l=l, m1=1, s1=1, d=ep, ep=ep, micro_batches=4, flash=True,
+                        overlap=Overlap(expert=True))
+    cost = model_cost(arch, training)
+    return cost, cost.stack[1][0], attention_kernels.for_training(calibrated("h100"), training)
+
+
+@pytest.mark.parametrize("name, ep, l", [("Mixtral-8x7B-v0.1", 8, 4096),      # in one H100 node: all hidden
+                                         ("Qwen3-30B-A3B", 16, 8192)])       # over two nodes: some shows
+def test_each_all_to_all_hides_behind_the_other_micro_batch_s_phase(name, ep, l):
+    _, rows, system = _moe_layer(name, ep, l)
+    rows = list(rows)
+    names = [r.name for r in rows]
+    assert set(EXPERTS) <= set(names)
+    t = {(r.name, p): row_seconds(r, system)[f"t_{p}"] for r in rows if r.name not in ("residual",) for p in ("fwd", "bwd")}
+    residuals = [row_seconds(r, system) for r in rows if r.name == "residual"]
+    attention = {p: sum((v for (n, q), v in t.items() if q == p and n not in EXPERTS), Integer(0))
+                 + sum((s[f"t_{p}"] for s in residuals), Integer(0)) for p in ("fwd", "bwd")}
+    experts = {p: sum((t[(n, p)] for n in EXPERTS), Integer(0)) for p in ("fwd", "bwd")}
+    row = {r.name: r for r in rows}
+
+    def a2a(name, p):
+        return sum((comm_time(c, system) for c in row[name].collectives if c.kind == "alltoall" and c.pass_ == p),
+                   Integer(0))
+    slots = [(a2a("combine", "bwd"), attention["fwd"]), (a2a("dispatch", "fwd"), experts["bwd"]),
+             (a2a("dispatch", "bwd"), experts["fwd"]), (a2a("combine", "fwd"), attention["bwd"])]
+    expected = sum(max(0.0, float(c - w)) for c, w in slots)
+    got = all_to_all_exposed(rows, [row_seconds(r, system) for r in rows], system)
+    assert float(got) == pytest.approx(expected, rel=1e-12, abs=1e-15)
+    assert all(float(c) > 0 for c, _ in slots)
+    assert (expected > 0) == (ep > 8)
+
+
+def test_an_all_to_all_longer_than_its_slot_shows_even_when_the_micro_batch_would_hide_it():
+    """Qwen3-30B-A3B's 128 experts over 16 GPUs (two nodes), 8,192-token micro-batches: a dispatch
+    outlasts the experts' phase it pairs with, though the layer's compute is longer than all its
+    all-to-alls."""
+    from symbolic_cost.models.config import load
+    import pathlib
+    arch = load(pathlib.Path(__file__).parent / "hf_configs" / "Qwen3-30B-A3B.json")
+    training = Training(b=1, l=8192, d=16, ep=16, micro_batches=4, flash=True, overlap=Overlap(expert=True))
+    cost = model_cost(arch, training)
+    system = attention_kernels.for_training(calibrated("h100"), training)
+    rows = list(cost.stack[1][0])
+    seconds = [row_seconds(r, system) for r in rows]
+    shown = float(all_to_all_exposed(rows, seconds, system))
+    comm = sum(float(comm_time(c, system)) for r in rows for c in r.collectives if c.kind == "alltoall")
+    compute = sum(float(s["t_fwd"] + s["t_bwd"]) for s in seconds)
+    assert 0 < shown < comm
+    assert compute > comm           # the micro-batch's compute as one window would hide them all
+    step = step_time_breakdown(cost, calibrated("h100"))
+    assert float(step["tensor_comm"]) > 0
