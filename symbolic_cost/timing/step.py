@@ -130,11 +130,16 @@ def _pipeline_time(cost: ModelCost, system, conventions, compute) -> Expr:
     return maximum(0, sends - compute) if overlaps_sends(cost.training) else sends
 
 
-def _stage_pass(cost: ModelCost, place, system, conventions, pass_: str) -> tuple[Expr, Expr, Expr, Expr]:
-    """(compute, tensor-communication, its part ``hidden_by_tensor_overlap`` leaves, and what
-    ``tensor_comm_exposed`` leaves of the rest) seconds of one micro-batch's ``pass_`` on the busiest stage; the backward includes the forward its recomputed layers redo.  Remembered by stack
-    (``trees.remembered_on``): a search's ZeRO stages, offloads and schedules share it."""
-    return remembered_on(_PASSES, cost.stack, (place, cost.training.recomputation, system, conventions, pass_),
+def _stage_pass(cost: ModelCost, place, system, conventions, pass_: str) -> tuple[Expr, ...]:
+    """(compute, tensor-communication, its part ``hidden_by_tensor_overlap`` leaves, what
+    ``tensor_comm_exposed`` leaves of the rest under ``Overlap.tensor``, and on the backward what
+    ``all_to_all_exposed`` leaves of both passes' all-to-alls under ``Overlap.expert``) seconds of one
+    micro-batch's ``pass_`` on the busiest stage; the backward includes the forward its recomputed
+    layers redo.  Remembered by stack (``trees.remembered_on``): a search's ZeRO stages, offloads and
+    schedules share it."""
+    overlap = cost.training.overlap
+    return remembered_on(_PASSES, cost.stack, (place, cost.training.recomputation, system, conventions, pass_,
+                                               overlap.tensor, overlap.expert),
                          lambda: _stage_seconds(cost, place, system, conventions, pass_))
 
 
@@ -142,20 +147,21 @@ _PASSES: dict = {}
 """A stage's pass and weight-gradient seconds by stack, placement and system."""
 
 
-def _stage_seconds(cost: ModelCost, place, system, conventions, pass_: str) -> tuple[Expr, Expr, Expr, Expr]:
+def _stage_seconds(cost: ModelCost, place, system, conventions, pass_: str) -> tuple[Expr, ...]:
     t = cost.training
 
     def parts(rows, passes):
         seconds = [row_seconds(r, system, conventions) for r in rows]
         unhidden = Add(*(comm_time(c, system, conventions) for r in rows for c in r.collectives
                          if not hidden_by_tensor_overlap(c) and c.pass_ in passes))
-        exposed = Add(*(tensor_comm_exposed(rows, seconds, p_, system, conventions) for p_ in passes))
+        exposed = Add(*(tensor_comm_exposed(rows, seconds, p_, system, conventions) for p_ in passes)) \
+            if t.overlap.tensor else Integer(0)
         return tuple(Add(*(s[f"{kind}{p_}"] for s in seconds for p_ in passes))    # one flatten, not one a row
                      for kind in ("t_", "t_comm_")) + (unhidden, exposed)
 
     def expert(blk):        # what Overlap.expert leaves of a block's all-to-alls, both passes, on the backward
         return all_to_all_exposed(blk, [row_seconds(r, system, conventions) for r in blk], system, conventions) \
-            if pass_ == "bwd" else Integer(0)
+            if pass_ == "bwd" and t.overlap.expert else Integer(0)
 
     middle = cost.stack[1:-1]                       # every layer group (and T5's middle ends)
     if pass_ == "reference":                        # the reference model's forward: no adapters, nothing redone
@@ -165,10 +171,12 @@ def _stage_seconds(cost: ModelCost, place, system, conventions, pass_: str) -> t
     start = parts(rows(cost.embedding), (pass_,)) + (expert(rows(cost.embedding)),)
     end = parts(rows(cost.head), (pass_,)) + (expert(rows(cost.head)),)     # MTP's layers with it
     layers = [parts(rows(blk), (pass_,)) + (expert(rows(blk)),) for blk, _ in middle]
-    redone = [recomputed_costs(blk, t.recomputation) for blk, _ in middle]
-    # a redone forward's all-to-alls (MoE layers recomputed whole) have no partner: they show whole
-    redo = [parts(r, ("fwd",)) + (parts(r, ("fwd",))[2],) if pass_ == "bwd" else (0,) * 5 for r in redone]
-    return tuple(place.busiest_redoing(start[i], end[i], [w[i] for w in layers], [r[i] for r in redo]) for i in range(5))
+    redo = [(0,) * 5] * len(middle)
+    if pass_ == "bwd":      # a redone forward's all-to-alls (MoE layers recomputed whole) have no partner: whole
+        redone = (parts(recomputed_costs(blk, t.recomputation), ("fwd",)) for blk, _ in middle)
+        redo = [(*part, part[2]) for part in redone]
+    return tuple(place.busiest_redoing(start[i], end[i], [w[i] for w in layers], [r[i] for r in redo])
+                 for i in range(5))
 
 
 def _reference_time(cost: ModelCost, place, system, conventions) -> Expr:
@@ -357,5 +365,7 @@ def all_to_all_exposed(rows, seconds, system, conventions=conv.DEFAULT) -> Expr:
     attention = [i for i in range(len(rows)) if i not in mlp]
     if first == last:           # one row carries both: no MLP between to hide them
         return comm(first, "fwd") + comm(first, "bwd")
-    return (maximum(0, comm(last, "bwd") - phase(attention, "fwd")) + maximum(0, comm(first, "fwd") - phase(mlp, "bwd"))
-            + maximum(0, comm(first, "bwd") - phase(mlp, "fwd")) + maximum(0, comm(last, "fwd") - phase(attention, "bwd")))
+    return (maximum(0, comm(last, "bwd") - phase(attention, "fwd"))
+            + maximum(0, comm(first, "fwd") - phase(mlp, "bwd"))
+            + maximum(0, comm(first, "bwd") - phase(mlp, "fwd"))
+            + maximum(0, comm(last, "fwd") - phase(attention, "bwd")))
