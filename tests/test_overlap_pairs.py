@@ -89,16 +89,45 @@ def test_small_products_leave_communication_exposed_that_the_whole_pass_would_hi
     assert compute > comm                     # the old rule (all behind the pass) would show nothing
 
 
-def test_a_ring_exchange_pairs_with_its_attention():
+@pytest.mark.parametrize("overlap", [True, False])
+def test_a_ring_exchange_pairs_with_its_attention_whatever_the_tensor_overlap(overlap):
     """Context parallelism's ring sends K and V under the attention chunks (Transformer Engine's
-    ``AttnFuncWithCPAndKVP2P``): that pair, priced alone, is what the attention row contributes."""
+    ``AttnFuncWithCPAndKVP2P`` posts the next block's send before computing on the one it holds),
+    with or without Megatron-LM's ``--tp-comm-overlap``: that pair, priced alone, is what the
+    attention row contributes."""
     _, rows, system = _layer(1, l=2048, cp=8)
     attention = next(r for r in rows if any(c.kind == "p2p" for c in r.collectives))
     assert attention.engine == "matrix"
     for pass_ in ("fwd", "bwd"):
         sends = sum((comm_time(c, system) for c in attention.collectives if c.pass_ == pass_), Integer(0))
-        alone = tensor_comm_exposed([attention], [row_seconds(attention, system)], pass_, system)
+        alone = tensor_comm_exposed([attention], [row_seconds(attention, system)], pass_, system, overlap=overlap)
         assert float(alone) == pytest.approx(max(0.0, float(sends - row_seconds(attention, system)[f"t_{pass_}"])))
+
+
+def test_a_ring_over_slow_links_shows_what_outlasts_its_attention_and_no_more():
+    """A 16-way ring over 16 H100 nodes (one rank a node, TP 8 within it) on 512 tokens a rank: the
+    sends outlast the attention in a pass; without the tensor overlap the step's tensor
+    communication is the TP collectives whole plus the ring's excess, by hand."""
+    arch = preset("llama-3-8b")
+    training = Training(b=1, l=8192, m1=8, s1=8, d=1, p=1, micro_batches=1,
+                        context=Context(16, "ring"), execution=Execution(flash=True))
+    cost = model_cost(arch, training)
+    system = calibrated("h100")
+    timed = attention_kernels.for_training(system, training)
+    expected, ring_total, excess = Integer(0), Integer(0), Integer(0)
+    for blk, count in cost.stack:
+        for row in blk:
+            t = row_seconds(row, timed)
+            for pass_ in ("fwd", "bwd"):
+                comm = sum((comm_time(c, timed) for c in row.collectives if c.pass_ == pass_), Integer(0))
+                ring = sum((comm_time(c, timed) for c in row.collectives if c.pass_ == pass_ and c.kind == "p2p"),
+                           Integer(0))
+                expected += count * (comm - ring + Max(0, ring - t[f"t_{pass_}"]))
+                ring_total += count * ring
+                excess += count * Max(0, ring - t[f"t_{pass_}"])
+    got = step_time_breakdown(cost, system)["tensor_comm"]
+    assert float(got) == pytest.approx(float(expected), rel=1e-9)
+    assert 0 < float(excess) < float(ring_total)        # some of the ring shows, not all
 
 
 def test_the_step_takes_the_exposed_part_not_the_whole():

@@ -78,11 +78,11 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
             _stage_pass(cost, place, system, conventions, pass_)
     compute_all, tensor_all = compute["fwd"] + compute["bwd"], tensor["fwd"] + tensor["bwd"]
     alltoall = unhidden["fwd"] + unhidden["bwd"]
-    # what an overlap hides shows only where it outlasts the compute it runs beside: Overlap.tensor
-    # each of the layers' collectives but the all-to-alls behind its own product (tensor_comm_exposed),
-    # Overlap.expert each all-to-all behind its slot of another micro-batch (all_to_all_exposed)
-    if t.overlap.tensor:
-        tensor_all = alltoall + exposed["fwd"] + exposed["bwd"]
+    # what an overlap hides shows only where it outlasts the compute it runs beside: a ring's sends
+    # and with Overlap.tensor the layers' collectives but the all-to-alls behind their own products
+    # (tensor_comm_exposed), with Overlap.expert each all-to-all behind its slot of another
+    # micro-batch (all_to_all_exposed)
+    tensor_all = alltoall + exposed["fwd"] + exposed["bwd"]
     if t.overlap.expert:
         tensor_all = tensor_all - alltoall + expert["bwd"]
     if t.overlap.shared_expert:     # the all-to-alls under the shared experts' stream, as far as it lasts
@@ -154,8 +154,8 @@ def _stage_seconds(cost: ModelCost, place, system, conventions, pass_: str) -> t
         seconds = [row_seconds(r, system, conventions) for r in rows]
         unhidden = Add(*(comm_time(c, system, conventions) for r in rows for c in r.collectives
                          if not hidden_by_tensor_overlap(c) and c.pass_ in passes))
-        exposed = Add(*(tensor_comm_exposed(rows, seconds, p_, system, conventions) for p_ in passes)) \
-            if t.overlap.tensor else Integer(0)
+        exposed = Add(*(tensor_comm_exposed(rows, seconds, p_, system, conventions, t.overlap.tensor)
+                        for p_ in passes))
         return tuple(Add(*(s[f"{kind}{p_}"] for s in seconds for p_ in passes))    # one flatten, not one a row
                      for kind in ("t_", "t_comm_")) + (unhidden, exposed)
 
@@ -296,21 +296,24 @@ def layer_time(cost: ModelCost, system, conventions=conv.DEFAULT, group: int = 0
     return out
 
 
-def tensor_comm_exposed(rows, seconds, pass_: str, system, conventions=conv.DEFAULT) -> Expr:
-    """Seconds of ``rows``' ``pass_`` collectives that ``Overlap.tensor`` leaves exposed, each hidden
-    only behind the product it overlaps (``seconds``: each row's ``row_seconds``).
+def tensor_comm_exposed(rows, seconds, pass_: str, system, conventions=conv.DEFAULT, overlap: bool = True) -> Expr:
+    """Seconds of ``rows``' ``pass_`` collectives but the all-to-alls (``hidden_by_tensor_overlap``)
+    that show, each hidden only behind the product it runs under (``seconds``: each row's
+    ``row_seconds``); with ``overlap`` off (``Overlap.tensor``) only a context-parallel ring's.
 
-    Transformer Engine's userbuffers overlap (Megatron-LM's ``--tp-comm-overlap``) splits a
-    tensor-parallel linear's GEMM into chunks and runs its own all-gather or reduce-scatter under
-    them: the all-gather of a norm's output under the next linear's forward (ring exchange), the
-    reduce-scatter of a linear's output under its own forward (pipelined), and in the backward the
-    gradient's all-gather under the dgrad of the linear before it, the input's re-gather and the
-    dgrad's reduce-scatter under the linear's own backward (bulk).  So each collective
-    ``hidden_by_tensor_overlap`` (a context-parallel ring's KV exchange too, under its attention
-    chunks) pairs with the nearest ``"matrix"`` row at or after its own in the pass's order (the
-    rows' order forward, the reverse backward), and shows for ``max(0, T_comm - T_row)`` of each
-    pair; a collective with no product after it (an embedding's) shows whole.  The micro-batch's
-    total compute does not hide it: a chunk's communication cannot wait for later layers.
+    A ring's sends (kind ``p2p`` on the attention row) run under the attention itself whatever the
+    switches: Transformer Engine's ``AttnFuncWithCPAndKVP2P`` (and PyTorch's ring attention) sends
+    the next K and V block while it computes on the one it holds.  Transformer Engine's userbuffers
+    overlap (Megatron-LM's ``--tp-comm-overlap``, ``overlap``) splits a tensor-parallel linear's
+    GEMM into chunks and runs its own all-gather or reduce-scatter under them: the all-gather of a
+    norm's output under the next linear's forward (ring exchange), the reduce-scatter of a linear's
+    output under its own forward (pipelined), and in the backward the gradient's all-gather under
+    the dgrad of the linear before it, the input's re-gather and the dgrad's reduce-scatter under the
+    linear's own backward (bulk).  So each such collective pairs with the nearest ``"matrix"`` row at
+    or after its own in the pass's order (the rows' order forward, the reverse backward), and shows
+    for ``max(0, T_comm - T_row)`` of each pair; a collective with no product after it (an
+    embedding's) shows whole, as every one does without ``overlap``.  The micro-batch's total compute
+    does not hide them: a chunk's communication cannot wait for later layers.
 
     >>> from types import SimpleNamespace as Row
     >>> from symbolic_cost.cost import Collective
@@ -324,14 +327,18 @@ def tensor_comm_exposed(rows, seconds, pass_: str, system, conventions=conv.DEFA
     order = list(zip(rows, seconds))
     if pass_ == "bwd":
         order.reverse()
-    pending, exposed = [], []
+    pending, exposed, whole = [], [], []
     for row, row_time in order:
-        pending += [comm_time(c, system, conventions) for c in row.collectives
-                    if hidden_by_tensor_overlap(c) and c.pass_ == pass_]
-        if row.engine == "matrix" and pending:
-            exposed.append(maximum(0, Add(*pending) - row_time[f"t_{pass_}"]))
+        mine = [c for c in row.collectives if hidden_by_tensor_overlap(c) and c.pass_ == pass_]
+        ring = [comm_time(c, system, conventions) for c in mine if c.kind == "p2p"]
+        others = [comm_time(c, system, conventions) for c in mine if c.kind != "p2p"]
+        (pending if overlap else whole).extend(others)
+        if row.engine == "matrix" and (pending or ring):
+            exposed.append(maximum(0, Add(*pending, *ring) - row_time[f"t_{pass_}"]))
             pending = []
-    return Add(*exposed, *pending)
+        else:
+            whole.extend(ring)      # a send with no kernel of its own to run under
+    return Add(*exposed, *pending, *whole)
 
 
 def all_to_all_exposed(rows, seconds, system, conventions=conv.DEFAULT) -> Expr:
