@@ -9,8 +9,9 @@ Every comparison asserts that all outputs agree, not one.  Measured:
 
 * building and compiling the whole-model totals of GPT-3 175B, Llama-4 Maverick and
   DeepSeek-V3, every degree symbolic, with the peak and with the calibrated step time, in a
-  fresh process, with an empty kernel cache (to the kernel's first tier, then to its machine
-  code) and again with the machine code on disk;
+  fresh process, with an empty kernel cache (to the kernel, to its first tier, then to its
+  machine code; and, in another process, to the optimised machine code a first large call
+  takes, no first tier made) and again with the machine code on disk;
 * configurations per CPU-second for GPT-3 175B's totals with the calibrated step-time breakdown
   (what every command uses), on the LLVM, numba and numpy backends, against SymPy's plain
   ``lambdify``, jax's XLA (where installed), exact substitution (``numeric.exact``) of every
@@ -81,12 +82,16 @@ exprs = {**step_time_breakdown(cost, system), "memory": cost.memory_bytes,
          "flops": cost.model_flops_fwd + cost.model_flops_bwd}
 kernel = compile_exprs(exprs)
 built = time.process_time() - start
-start = time.process_time()
-kernel.function.for_rows(CLOSURE_ROWS)      # its next tier: LLVM's machine code at opt_level 0
-machine = time.process_time() - start
-start = time.process_time()
-kernel.function.for_rows(OPTIMIZED_ROWS)    # the optimised machine code a large call takes
-print(built, imports, machine, time.process_time() - start)
+# "tiers": its first tier (the closures, made at the first call), then LLVM's machine code at
+# opt_level 0 once its calls pass CLOSURE_ROWS; "large": the optimised machine code a first
+# call of OPTIMIZED_ROWS takes, with no closures made
+stages = (1, CLOSURE_ROWS - 1) if sys.argv[4] == "tiers" else (OPTIMIZED_ROWS,)
+times = []
+for rows in stages:
+    start = time.process_time()
+    kernel.function.for_rows(rows)
+    times.append(time.process_time() - start)
+print(built, imports, *times)
 """
 FIRST_USE = ("sympy.tensor.tensor", "sympy.assumptions.wrapper", "sympy.sets.setexpr", "symengine",
              "llvmlite.binding", "symbolic_cost.timing.nccl_nvls")
@@ -186,26 +191,31 @@ def vector_flags() -> str:
 # ------------------------------------------------------------------ building and compiling
 
 def build_and_compile() -> dict:
-    """CPU seconds of build + compile of each of ``BUILT`` in a fresh process (imports excluded),
-    to the kernel's first tier (``numeric.symengine_kernel.QuickKernel``'s closures), and then to its machine
-    code: each cold run with an empty kernel cache, each warm run with the machine code on disk."""
-    def run(name, model, cache):
+    """CPU seconds of build + compile of each of ``BUILT`` in a fresh process (imports excluded):
+    to the kernel (``numeric.symengine_kernel.QuickKernel``, its closures not made yet), then its
+    first tier (the closures, made at its first call) and its machine code once its calls pass
+    ``CLOSURE_ROWS``; and, in another process, to the optimised machine code a first call of
+    ``OPTIMIZED_ROWS`` takes (no closures made).  Each cold run with an empty kernel cache, each
+    warm run with the machine code on disk."""
+    def run(name, model, cache, path):
         script = BUILD.replace("FIRST_USE", repr(FIRST_USE))
-        out = subprocess.run([sys.executable, "-c", script, name, str(ROOT), model], check=True, capture_output=True,
-                             text=True, env={**os.environ, "SYMBOLIC_COST_CACHE": cache})
+        out = subprocess.run([sys.executable, "-c", script, name, str(ROOT), model, path], check=True,
+                             capture_output=True, text=True, env={**os.environ, "SYMBOLIC_COST_CACHE": cache})
         return [float(x) for x in out.stdout.split()]
     found = {}
     for model in TIME_MODELS:
         for name in BUILT:
-            cold = [run(name, model, tempfile.mkdtemp(prefix="bench_cold_")) for _ in range(REPEAT)]
+            cold = [run(name, model, tempfile.mkdtemp(prefix="bench_cold_"), "tiers") for _ in range(REPEAT)]
+            large = [run(name, model, tempfile.mkdtemp(prefix="bench_cold_"), "large") for _ in range(REPEAT)]
             warm_dir = tempfile.mkdtemp(prefix="bench_warm_")
-            run(name, model, warm_dir)
-            warm = [run(name, model, warm_dir) for _ in range(REPEAT)]
+            run(name, model, warm_dir, "large")
+            warm = [run(name, model, warm_dir, "tiers") for _ in range(REPEAT)]
             found[name, model] = dict(cold=statistics.median(c for c, _, _, _ in cold),
                                       imports=statistics.median(i for _, i, _, _ in cold),
-                                      machine=statistics.median(m for _, _, m, _ in cold),
-                                      optimised=statistics.median(o for _, _, _, o in cold),
-                                      warm=statistics.median(c + m for c, _, m, _ in warm))
+                                      first=statistics.median(f for _, _, f, _ in cold),
+                                      machine=statistics.median(m for _, _, _, m in cold),
+                                      optimised=statistics.median(c + o for c, _, o in large),
+                                      warm=statistics.median(c + f + m for c, _, f, m in warm))
     return found
 
 
@@ -668,13 +678,15 @@ def write_report(got, overhead, load_before, load_after, compiled=""):
     one_thread = next((v for k, v in numba.items() if "1 thread" in k and "CPU" in k), 0)
     all_cores = max((v for k, v in numba.items() if "wall" in k), default=0)
     rows = [(f"build + compile {name}'s totals with the {model} step time, every degree symbolic, fresh "
-             "process, empty kernel cache, to the kernel's first tier (symengine's closures); then to LLVM's "
-             "machine code, more; then to the optimised machine code a large call takes, more (a first call of "
-             "`OPTIMIZED_ROWS` goes from the first tier straight to it); first tier and machine code, the machine "
-             "code on disk; first-use imports, before the clock (CPU s)",
-             f"{t['cold']:.3f}; +{t['machine']:.3f}; +{t['optimised']:.3f}; {t['warm']:.3f}; {t['imports']:.3f}",
-             "<= 0.3 cold" + ("; to the optimised code <= 0.25" if name == "DeepSeek-V3" else ""),
-             t["cold"] <= 0.3 and (name != "DeepSeek-V3" or t["cold"] + t["optimised"] <= 0.25))
+             "process, empty kernel cache: to the kernel (`compile_exprs`, its closures not made yet); its first "
+             "tier (symengine's closures, made at its first call), more; LLVM's machine code once its calls pass "
+             "`CLOSURE_ROWS`, more; in another process, build to the optimised machine code a first call of "
+             "`OPTIMIZED_ROWS` takes (no closures made), in all; build, first tier and machine code with the "
+             "machine code on disk; first-use imports, before the clock (CPU s)",
+             f"{t['cold']:.3f}; +{t['first']:.3f}; +{t['machine']:.3f}; {t['optimised']:.3f}; {t['warm']:.3f}; "
+             f"{t['imports']:.3f}",
+             "<= 0.3 to the first tier" + ("; to the optimised code <= 0.25" if name == "DeepSeek-V3" else ""),
+             t["cold"] + t["first"] <= 0.3 and (name != "DeepSeek-V3" or t["optimised"] <= 0.25))
             for (name, model), t in build.items()]
     rows += [
         ("configurations per CPU-second, GPT-3 175B's totals with the calibrated step-time breakdown (LLVM "

@@ -122,7 +122,8 @@ def _optimized(converted, arguments, digests, make: bool = True):
 class QuickKernel:
     """The kernel ``compile_exprs`` makes when it is not told how many configurations it will
     evaluate; it compiles further as its calls grow, as a JIT compiler tiers: symengine's closure
-    evaluator first (``_closures``), LLVM's machine code without optimisations once its calls have
+    evaluator first (``_closures``, made at the first call, which a first call of ``OPTIMIZED_ROWS``
+    skips), LLVM's machine code without optimisations once its calls have
     passed ``CLOSURE_ROWS`` configurations in all (the optimised kernel instead where it is on
     disk), the optimised kernel the first time one call passes ``OPTIMIZED_ROWS``.  ``level``
     says which runs (``"closures"``, ``"quick"``, ``"optimized"``).  It pickles with its
@@ -130,12 +131,15 @@ class QuickKernel:
 
     def __init__(self, converted, arguments):
         self.converted, self.arguments, self.rows = converted, arguments, 0
-        self._start()
+        self.function, self.level = None, "closures"    # the closures made by the first call that runs on them
 
     def _start(self):
-        self.function, self.level = _closures(self.converted, self.arguments), "closures"
+        """The closures, made at the first call that runs on them (a first call of
+        ``OPTIMIZED_ROWS`` never does: it compiles the optimised kernel at once)."""
+        self.function = _closures(self.converted, self.arguments)
         if self.function is None:                 # a set only LLVM expresses: compile it now
             self._compile("quick")
+        return self.function
 
     @property
     def optimized(self) -> bool:
@@ -148,14 +152,16 @@ class QuickKernel:
             self._compile("optimized")
         elif self.rows >= CLOSURE_ROWS and self.level == "closures":
             self._compile("quick")
-        return self.function
+        return self.function if self.function is not None else self._start()
 
     def _compile(self, level: str):
         try:
             self.function, self.level = _machine_code(self.converted, self.arguments, level)
         except _UNCOMPILED:
             if self.function is None:
-                raise
+                self.function = _closures(self.converted, self.arguments)
+                if self.function is None:
+                    raise
             self.level = "closures only"        # what LLVM cannot compile, the closures still evaluate
 
     def __getstate__(self):
@@ -165,7 +171,7 @@ class QuickKernel:
     def __setstate__(self, state):
         vars(self).update(state)
         if "function" not in state:
-            self._start()
+            self.function = None            # its closures made again at its first call
 
     def __call__(self, inputs, out=None):
-        return self.function(inputs, out=out)
+        return (self.function if self.function is not None else self._start())(inputs, out=out)
