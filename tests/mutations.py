@@ -1153,8 +1153,10 @@ MUTATIONS = (
              '        if row.engine == "matrix" and (pending or ring) and overlap:', required=False),
     # the MoE all-to-alls' 1F1B overlap, slot by slot (tests/test_overlap_pairs.py, phases named by hand)
     Mutation("expert-overlap-combine-under-its-own-pass", STEP,
-             'maximum(0, comm(last, "bwd") - phase(attention, "fwd"))',
-             'maximum(0, comm(last, "bwd") - phase(attention, "bwd"))', required=False),
+             'slot(comm(last, "bwd"), phase(attention, "fwd"))',
+             'slot(comm(last, "bwd"), phase(attention, "bwd"))', required=False),
+    Mutation("flex-dispatch-holds-no-sms", STEP, "    return Rational(FLEX_DISPATCH_SMS, efficiency.sms)",
+             "    return Integer(0)", required=False),
     Mutation("expert-overlap-behind-the-micro-batch", STEP,
              '        tensor_all = tensor_all - alltoall + expert["bwd"]',
              '        tensor_all = tensor_all - alltoall + maximum(0, alltoall - compute_all)', required=False),

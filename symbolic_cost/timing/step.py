@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sympy import Add, Expr, Integer
+from sympy import Add, Expr, Integer, Rational
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks.moe import SHARED_ROWS
@@ -352,7 +352,8 @@ def all_to_all_exposed(rows, seconds, system, conventions=conv.DEFAULT) -> Expr:
     phase of the other: the backward's combine under the forward's attention, the forward's
     dispatch under the backward's MLP, the backward's dispatch under the forward's MLP, the
     forward's combine under the backward's attention.  Each shows for ``max(0, T_comm - T_compute)``
-    of its slot (the warm-up's forwards and the cool-down's backwards, which have no partner, are
+    of its slot, or, where the dispatcher's kernels hold SMs the compute then lacks
+    (``dispatch_sm_share``), ``max(T_comm - T_compute, share x T_comm)`` (the warm-up's forwards and the cool-down's backwards, which have no partner, are
     taken as paired too).  Where one row carries every all-to-all, nothing lies between them to
     hide one, and they show whole."""
     rows = list(rows)
@@ -368,11 +369,41 @@ def all_to_all_exposed(rows, seconds, system, conventions=conv.DEFAULT) -> Expr:
     def phase(indices, pass_):
         return Add(*(seconds[i][f"t_{pass_}"] for i in indices))
 
+    def slot(sends, work):      # the compute beside a kernel that holds `share` of the SMs
+        return maximum(sends - work, share * sends) if share else maximum(0, sends - work)
+
     mlp = [i for i, r in enumerate(rows) if first < i <= last or r.name in SHARED_ROWS]
     attention = [i for i in range(len(rows)) if i not in mlp]
     if first == last:           # one row carries both: no MLP between to hide them
         return comm(first, "fwd") + comm(first, "bwd")
-    return (maximum(0, comm(last, "bwd") - phase(attention, "fwd"))
-            + maximum(0, comm(first, "fwd") - phase(mlp, "bwd"))
-            + maximum(0, comm(first, "bwd") - phase(mlp, "fwd"))
-            + maximum(0, comm(last, "fwd") - phase(attention, "bwd")))
+    share = dispatch_sm_share(rows[first], system)
+    return (slot(comm(last, "bwd"), phase(attention, "fwd")) + slot(comm(first, "fwd"), phase(mlp, "bwd"))
+            + slot(comm(first, "bwd"), phase(mlp, "fwd")) + slot(comm(last, "fwd"), phase(attention, "bwd")))
+
+
+FLEX_DISPATCH_SMS = 20
+"""SMs the flex dispatcher's kernels hold while they run: Megatron-Core's ``moe_deepep_num_sms``
+default (DeepEP's ``Buffer.set_num_sms``; HybridEP's ``moe_hybridep_num_sms`` is 16 to 24 across
+releases).  Its dispatch and combine are kernels of their own that move the tokens with SMs, not
+copy engines."""
+
+
+def dispatch_sm_share(row, system) -> Expr:
+    """The share of the GPU's SMs a MoE dispatch on ``row`` takes from the compute running beside
+    it: ``FLEX_DISPATCH_SMS / sms`` for the flex dispatcher (DeepEP, HybridEP: its all-to-alls carry
+    ``routing``) on a calibrated system (``Efficiency.sms``), else 0 (NCCL's all-to-all: how many
+    SMs its channels take is not stated where the step model could read it).
+
+    Beside compute ``W``, a dispatch of ``C`` seconds leaves ``W`` running at ``1 - share`` of the
+    SMs while it lasts, so the pair takes ``max(C, W + share * C)``: even a hidden dispatch costs
+    ``share * C``.
+
+    >>> from types import SimpleNamespace as Row
+    >>> from symbolic_cost.timing.hardware import calibrated
+    >>> dispatch_sm_share(Row(collectives=(Row(routing=(256, 8)),)), calibrated("h100"))
+    5/33
+    """
+    efficiency = system.efficiency
+    if efficiency is None or not any(getattr(c, "routing", None) is not None for c in row.collectives):
+        return Integer(0)
+    return Rational(FLEX_DISPATCH_SMS, efficiency.sms)
