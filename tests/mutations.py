@@ -1158,8 +1158,8 @@ MUTATIONS = (
     Mutation("flex-dispatch-holds-no-sms", STEP, "    return Rational(FLEX_DISPATCH_SMS, efficiency.sms)",
              "    return Integer(0)", required=False),
     Mutation("expert-overlap-behind-the-micro-batch", STEP,
-             '        tensor_all = tensor_all - alltoall + expert["bwd"]',
-             '        tensor_all = tensor_all - alltoall + maximum(0, alltoall - compute_all)', required=False),
+             '(expert["bwd"] if t.overlap.expert else alltoall)',
+             '(maximum(0, alltoall - compute_all) if t.overlap.expert else alltoall)', required=False),
 )
 
 

@@ -33,8 +33,8 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
     * ``compute``: micro-batches x the stage's roofline times (forward, backward, and the
       forward its recomputed layers redo);
     * ``tensor_comm``: micro-batches x the stage's tensor/sequence collectives (those of
-      a recomputed forward again); under ``Overlap.tensor`` only what outlasts the product each
-      runs under (``tensor_comm_exposed``);
+      a recomputed forward again); of a context-parallel ring's sends, and under ``Overlap.tensor``
+      of the others, only what outlasts the product each runs under (``tensor_comm_exposed``);
     * ``bubble``: ``(p - 1)/v`` more micro-batch slots of the stage, idle or warming up
       (``v`` chunks per rank under the interleaved schedule, else 1); under ZB-H1
       ``(p - 1)(T_F + T_B - min(T_W, T_F, T_B))`` with ``T_W`` the stage's weight-gradient
@@ -51,7 +51,8 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
       and a compressed optimizer's momentum exchange (dimension ``"optimizer"``:
       ``parallel.zero.compressed_exchange``), in the optimizer step, whole; the all-to-alls of MoE layers are block
       collectives, in ``tensor_comm``, which ``overlap.tensor`` does not hide (``hidden_by_tensor_overlap``) and
-      ``overlap.expert`` does, each behind its slot of another micro-batch (``all_to_all_exposed``);
+      ``overlap.expert`` does, each behind its slot of another micro-batch (``all_to_all_exposed``;
+      the shared experts' overlap, ``overlap.shared_expert``, then within it);
     * ``reference`` (only with ``Trainable.reference``): micro-batches x the stage's forward
       of a frozen reference model (``models.recipes.reference_rows``: the layers' rows but LoRA's
       adapters) with its tensor collectives, run in turn with the rest (TRL runs it between the
@@ -82,10 +83,8 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
     # and with Overlap.tensor the layers' collectives but the all-to-alls behind their own products
     # (tensor_comm_exposed), with Overlap.expert each all-to-all behind its slot of another
     # micro-batch (all_to_all_exposed)
-    tensor_all = alltoall + exposed["fwd"] + exposed["bwd"]
-    if t.overlap.expert:
-        tensor_all = tensor_all - alltoall + expert["bwd"]
-    if t.overlap.shared_expert:     # the all-to-alls under the shared experts' stream, as far as it lasts
+    tensor_all = exposed["fwd"] + exposed["bwd"] + (expert["bwd"] if t.overlap.expert else alltoall)
+    if t.overlap.shared_expert and not t.overlap.expert:    # the all-to-alls under the shared experts' stream
         tensor_all = tensor_all - minimum(alltoall, _shared_expert_seconds(cost, place, system, conventions))
     per_micro = compute_all + tensor_all
     if p == 1:      # no pipeline, no bubble: not 0 x the stage's time, a sum SymPy would ask is finite
@@ -353,9 +352,9 @@ def all_to_all_exposed(rows, seconds, system, conventions=conv.DEFAULT) -> Expr:
     dispatch under the backward's MLP, the backward's dispatch under the forward's MLP, the
     forward's combine under the backward's attention.  Each shows for ``max(0, T_comm - T_compute)``
     of its slot, or, where the dispatcher's kernels hold SMs the compute then lacks
-    (``dispatch_sm_share``), ``max(T_comm - T_compute, share x T_comm)`` (the warm-up's forwards and the cool-down's backwards, which have no partner, are
-    taken as paired too).  Where one row carries every all-to-all, nothing lies between them to
-    hide one, and they show whole."""
+    (``dispatch_sm_share``), ``max(T_comm - T_compute, share x T_comm)``; the warm-up's forwards
+    and the cool-down's backwards, which have no partner, are taken as paired too.  Where one row
+    carries every all-to-all, nothing lies between them to hide one, and they show whole."""
     rows = list(rows)
     carrying = [i for i, r in enumerate(rows) if any(not hidden_by_tensor_overlap(c) for c in r.collectives)]
     if not carrying:
@@ -369,6 +368,8 @@ def all_to_all_exposed(rows, seconds, system, conventions=conv.DEFAULT) -> Expr:
     def phase(indices, pass_):
         return Add(*(seconds[i][f"t_{pass_}"] for i in indices))
 
+    share = dispatch_sm_share(rows[first], system)
+
     def slot(sends, work):      # the compute beside a kernel that holds `share` of the SMs
         return maximum(sends - work, share * sends) if share else maximum(0, sends - work)
 
@@ -376,7 +377,6 @@ def all_to_all_exposed(rows, seconds, system, conventions=conv.DEFAULT) -> Expr:
     attention = [i for i in range(len(rows)) if i not in mlp]
     if first == last:           # one row carries both: no MLP between to hide them
         return comm(first, "fwd") + comm(first, "bwd")
-    share = dispatch_sm_share(rows[first], system)
     return (slot(comm(last, "bwd"), phase(attention, "fwd")) + slot(comm(first, "fwd"), phase(mlp, "bwd"))
             + slot(comm(first, "bwd"), phase(mlp, "fwd")) + slot(comm(last, "fwd"), phase(attention, "bwd")))
 
