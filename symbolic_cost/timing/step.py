@@ -51,8 +51,7 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
       and a compressed optimizer's momentum exchange (dimension ``"optimizer"``:
       ``parallel.zero.compressed_exchange``), in the optimizer step, whole; the all-to-alls of MoE layers are block
       collectives, in ``tensor_comm``, which ``overlap.tensor`` does not hide (``hidden_by_tensor_overlap``) and
-      ``overlap.expert`` does, each behind its slot of another micro-batch (``all_to_all_exposed``;
-      the shared experts' overlap, ``overlap.shared_expert``, then within it);
+      ``overlap.expert`` does, each behind its slot of another micro-batch (``all_to_all_exposed``);
     * ``reference`` (only with ``Trainable.reference``): micro-batches x the stage's forward
       of a frozen reference model (``models.recipes.reference_rows``: the layers' rows but LoRA's
       adapters) with its tensor collectives, run in turn with the rest (TRL runs it between the
@@ -84,7 +83,7 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
     # (tensor_comm_exposed), with Overlap.expert each all-to-all behind its slot of another
     # micro-batch (all_to_all_exposed)
     tensor_all = exposed["fwd"] + exposed["bwd"] + (expert["bwd"] if t.overlap.expert else alltoall)
-    if t.overlap.shared_expert and not t.overlap.expert:    # the all-to-alls under the shared experts' stream
+    if t.overlap.shared_expert:     # the all-to-alls under the shared experts' stream, as far as it lasts
         tensor_all = tensor_all - minimum(alltoall, _shared_expert_seconds(cost, place, system, conventions))
     per_micro = compute_all + tensor_all
     if p == 1:      # no pipeline, no bubble: not 0 x the stage's time, a sum SymPy would ask is finite
