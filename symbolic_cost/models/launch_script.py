@@ -105,8 +105,8 @@ EXPANSION = 1_000_000
 
 
 def split_words(text: str, comments: bool = False) -> list[str]:
-    """``shlex.split(text, comments=comments)``, word for word and error for error (a ``ValueError``
-    where a quote or an escape is left open), in time linear in the text: ``shlex`` adds each
+    """``shlex.split(text, comments=comments)``, word for word and error for error (``shlex``'s message,
+    as an ``InputError``, a ``ValueError``, where a quote or an escape is left open), in time linear in the text: ``shlex`` adds each
     character to its word as a new string, so a word of ``n`` characters took ``n**2 / 2`` copies (a
     launch script of one megabyte-long word ran 16 s, sixteen megabytes hours).  POSIX mode, words
     split at whitespace only, as ``shlex.split`` reads: single quotes keep everything, double quotes
@@ -132,13 +132,13 @@ def split_words(text: str, comments: bool = False) -> list[str]:
             i = n if end < 0 else end
         elif char == "\\":
             if i + 1 >= n:
-                raise ValueError("No escaped character")
+                raise InputError("No escaped character", "text")
             word.append(text[i + 1])
             i += 1
         elif char == "'":
             end = text.find("'", i + 1)
             if end < 0:
-                raise ValueError("No closing quotation")
+                raise InputError("No closing quotation", "text")
             word.append(text[i + 1:end])
             quoted, i = True, end
         elif char == '"':
@@ -146,13 +146,13 @@ def split_words(text: str, comments: bool = False) -> list[str]:
             quoted = True
             while True:
                 if i >= n:
-                    raise ValueError("No closing quotation")
+                    raise InputError("No closing quotation", "text")
                 char = text[i]
                 if char == '"':
                     break
                 if char == "\\":
                     if i + 1 >= n:
-                        raise ValueError("No escaped character")
+                        raise InputError("No escaped character", "text")
                     escaped = text[i + 1]
                     word.append(escaped if escaped in '"\\' else "\\" + escaped)
                     i += 2
