@@ -144,3 +144,62 @@ def test_a_recipe_override_of_the_layout_is_still_read():
     setup = recipe_setup("llama3_8b_pretrain_config", preset("llama-3-8b"), world=8,
                          overrides={"model": {"tensor_model_parallel_size": 2}})
     assert {str(k): v for k, v in setup.values.items()}["m1"] == 2
+
+
+# --- value objects and helpers of the time and memory models ---
+
+@pytest.mark.parametrize("given, argument", [(dict(workspace=-5), "workspace"),          # gave memory back
+                                             (dict(context="1GB"), "context"),           # kept as text
+                                             (dict(nccl=2.5), "nccl"),
+                                             (dict(fragmentation=float("nan")), "fragmentation")])  # TypeError
+def test_overheads_are_whole_bytes_and_a_factor_of_at_least_one(given, argument):
+    from symbolic_cost.models.overheads import Overheads
+    with pytest.raises(InputError) as refused:
+        Overheads(**given)
+    assert refused.value.argument == argument
+
+
+def test_overheads_still_take_bytes_and_a_factor():
+    from sympy import Rational
+    from symbolic_cost.models.overheads import Overheads
+    # the allocator reserves 11/10 of what cuBLAS's workspace and the tensors allocate; CUDA's context beside
+    held = Overheads(workspace=2**20, context=500, fragmentation=Rational(11, 10)).device_bytes(1000)
+    assert held == Rational(11, 10) * (1000 + 2**20) + 500
+
+
+def test_an_even_pipeline_split_of_numbers_is_whole_layers():
+    from symbolic_cost.parallel.pipeline import stage_layers
+    with pytest.raises(InputError, match="p must divide n_layers") as refused:
+        stage_layers(12, 13)                            # 12/13 of a layer on each rank
+    assert refused.value.argument == "p"
+    assert stage_layers(12, 4) == (3, 3, 3)
+
+
+def test_an_hsdp_shard_group_divides_the_data_parallel_ranks():
+    from symbolic_cost.parallel.zero import shard_degree
+    for shard in (16, 3):                               # 16 of 8 ranks; 3 does not divide 8
+        with pytest.raises(InputError) as refused:
+            shard_degree("weights", 3, 8, shard=shard)
+        assert refused.value.argument == "shard"
+    assert shard_degree("weights", 3, 8, shard=4) == 4
+
+
+@pytest.mark.parametrize("call, argument", [
+    (lambda pc: pc.network_share(16, 2, "bogus"), "routing"),             # ValueError: unpacking
+    (lambda pc: pc.network_share(16, 2, (8, 9)), "routing"),              # 9 distinct experts of 8
+    (lambda pc: pc.hierarchical_time("allreduce", 16, 8, 100, "x", (10**10, 0)), "nvlink"),   # IndexError
+    (lambda pc: pc.hierarchical_time("allreduce", 16, 8, 100, (10**11, 0), (10**10,)), "ib"),
+])
+def test_collective_helpers_name_a_malformed_pair(call, argument):
+    from symbolic_cost.parallel import collectives
+    with pytest.raises(InputError) as refused:
+        call(collectives)
+    assert refused.value.argument == argument
+
+
+def test_latex_names_an_integer_python_will_not_print():
+    import sympy
+    from symbolic_cost.latex import latex
+    with pytest.raises(InputError, match="digits") as refused:
+        latex(sympy.Integer(10) ** 5000 * b)            # ValueError from int's string conversion
+    assert refused.value.argument == "expr"
