@@ -203,3 +203,17 @@ def test_latex_names_an_integer_python_will_not_print():
     with pytest.raises(InputError, match="digits") as refused:
         latex(sympy.Integer(10) ** 5000 * b)            # ValueError from int's string conversion
     assert refused.value.argument == "expr"
+
+
+# --- Megatron-Bridge YAML: an expert degree of a dense model is still a degree ---
+
+@pytest.mark.parametrize("value", ["x", -1, 0, 2.5])
+def test_a_dense_models_expert_tensor_degree_is_still_checked(value):
+    import yaml
+    from pathlib import Path
+    from symbolic_cost.models.megatron_bridge import megatron_bridge_setup
+    config = yaml.safe_load((Path(__file__).parent / "framework_inputs" / "megatron_bridge_llama32_1b.yaml").read_text())
+    config["model"]["expert_tensor_parallel_size"] = value      # taken silently: no expert layer reads it
+    with pytest.raises(InputError) as refused:
+        megatron_bridge_setup(yaml.safe_dump(config), "run.yaml", 8)
+    assert refused.value.argument == "model.expert_tensor_parallel_size"
