@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable
 from dataclasses import fields as dataclass_fields
 from typing import TYPE_CHECKING
@@ -32,7 +33,13 @@ def latex(expr, mul_symbol=None) -> str:
     >>> latex(2 * b * l * e / m1)
     '\\\\frac{2 b e l}{m_{1}}'
     """
-    return _sympy_latex(sympify(_not_text(expr)), symbol_names=SYMBOL_NAMES, mul_symbol=mul_symbol)
+    try:
+        return _sympy_latex(sympify(_not_text(expr)), symbol_names=SYMBOL_NAMES, mul_symbol=mul_symbol)
+    except ValueError as error:           # Python prints no integer of more than 4,300 digits
+        if "integer string conversion" not in str(error):
+            raise
+        raise InputError(f"expr holds an integer of more than {sys.get_int_max_str_digits():,} digits, which Python "
+                         f"does not print (sys.set_int_max_str_digits)", "expr") from None
 
 
 def _not_text(expr):

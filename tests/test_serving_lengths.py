@@ -64,7 +64,7 @@ def test_an_unknown_shape_is_refused_by_name():
     (lambda: drawn(True, 10, "geometric"), "mean must be an integer, got the boolean True"),
     (lambda: drawn(float("inf"), 3, "geometric"), "mean must be an integer, got the float inf"),
     (lambda: drawn("8", 3, "geometric"), "mean must be an integer, got the string '8'"),
-    (lambda: drawn(100, -1, "geometric"), "requests must be an integer >= 0, got -1"),
+    (lambda: drawn(100, -1, "geometric"), "requests must be an integer between 0 and 100,000, got -1"),
     (lambda: drawn(100, 3, "geometric", stream="answers"), "stream must be one of prompt, output"),
     # zero-token prompts, a negative context that made every prompt -10 tokens
     (lambda: requests_of(0, 20, 3), "prompt must be an integer >= 1, got 0"),

@@ -59,6 +59,13 @@ class Lengths:
                 raise InputError(f"lengths' {name} must be one of {', '.join(SHAPES)}, got {shown(shape)}", name)
 
 
+MAX_REQUESTS = 100_000
+"""Most requests one simulation takes: 100,000 (Llama 2 7B, 128 tokens out each) run in 20-30
+CPU-seconds, within the command line's 120 s budget with room for slower machines; the load
+tests published (TensorRT-LLM's) send 500 to a few thousand.  ``drawn`` draws at most as many
+lengths (asked for 10^9, it built the list until it ran out of time); ``inference.load`` keeps
+its simulations to it."""
+
 FIXED = Lengths()
 """Every request of the printed lengths."""
 
@@ -79,7 +86,7 @@ def drawn(mean: int, requests: int, shape: str = "fixed", seed: int = 0, stream:
     """
     if not isinstance(shape, str) or shape not in SHAPES:
         raise InputError(f"a length's shape must be one of {', '.join(SHAPES)}, got {shown(shape)}", "shape")
-    mean, requests, seed = _count(mean, "mean"), _count(requests, "requests", 0), _count(seed, "seed", 0)
+    mean, requests, seed = _count(mean, "mean"), _count(requests, "requests", 0, MAX_REQUESTS), _count(seed, "seed", 0)
     if stream not in STREAMS:
         raise InputError(f"stream must be one of {', '.join(STREAMS)}, got {shown(stream)}", "stream")
     if shape == "fixed" or mean == 1:
@@ -91,9 +98,9 @@ def drawn(mean: int, requests: int, shape: str = "fixed", seed: int = 0, stream:
     return lengths
 
 
-def _count(value, name: str, minimum: int = 1) -> int:
+def _count(value, name: str, minimum: int = 1, maximum: int | None = None) -> int:
     """``checks.count`` of a token or request count, a SymPy integer taken as the ``int`` it is."""
-    return count(int(value) if isinstance(value, Integer) else value, name, minimum)
+    return count(int(value) if isinstance(value, Integer) else value, name, minimum, maximum)
 
 
 def requests_of(prompt: int, output: int, requests: int, lengths: Lengths = FIXED, seed: int = 0,

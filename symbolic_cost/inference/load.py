@@ -45,7 +45,7 @@ from symbolic_cost.extrema import kept_cse
 from symbolic_cost.inference import estimated, paged
 from symbolic_cost.inference.batching import ChunkedPrompts, WholePrompts, alone, lockstep, pipelined
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
-from symbolic_cost.inference.lengths import FIXED, Lengths, requests_of
+from symbolic_cost.inference.lengths import FIXED, MAX_REQUESTS, Lengths, requests_of
 from symbolic_cost.inference.per_device import busiest_weights
 from symbolic_cost.inference.latent import CORE
 from symbolic_cost.inference.phases import decode, mean_step, prefill
@@ -542,10 +542,6 @@ MIN_RATE = 1e-4
 double still resolves 0.1 us (a rate of 1e-15 put arrivals near 10^18 s, where it resolves 128 s:
 a TTFT came out below the lone request's)."""
 
-MAX_REQUESTS = 100_000
-"""Most requests one simulation takes: 100,000 (Llama 2 7B, 128 tokens out each) run in 20-30
-CPU-seconds, within the command line's 120 s budget with room for slower machines; the load
-tests published (TensorRT-LLM's) send 500 to a few thousand."""
 
 
 def check_run(step, output_tokens: int, requests: int, runtime, seed: int, slo,

@@ -111,6 +111,10 @@ def layouts(devices: int, tensor=TENSOR, splits: int = SPLITS, experts: bool = F
     tensor, pipeline = degrees(tensor, "tensor"), degrees(pipeline, "pipeline")
     if isinstance(splits, bool) or not isinstance(splits, int) or splits < 0:
         raise InputError(f"splits must be an integer at least 0, got {splits!r}", "splits")
+    if not any(devices % t == 0 for t in tensor):     # no layout at all: an empty ranking, said nowhere
+        raise InputError(f"tensor: none of the tensor degrees {', '.join(map(str, tensor))} divides devices={devices} "
+                         f"(each layout's copies are devices / tensor degree): give a degree that divides it",
+                         "tensor")
     found = []
     for m1 in (t for t in tensor if devices % t == 0):
         copies = devices // m1

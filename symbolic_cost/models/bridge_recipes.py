@@ -67,17 +67,51 @@ def recipe(name: str) -> dict:
     return recipes[name]
 
 
-def merged(base: dict, overrides: dict) -> dict:
+def merged(base: dict, overrides: dict, where: str = "") -> dict:
     """``base`` with ``overrides`` written over it, mapping into mapping (Megatron-Bridge's YAML
-    overrides: a key given replaces the recipe's, a section given adds to it).
+    overrides: a key given replaces the recipe's, a section given adds to it); a section of ``base``
+    is overridden by a mapping only (``where``: the dotted path of ``base``, for the refusal).
 
     >>> merged({"model": {"a": 1, "b": 2}}, {"model": {"b": 3}, "train": {"c": 4}})
     {'model': {'a': 1, 'b': 3}, 'train': {'c': 4}}
     """
     out = dict(base)
     for key, value in overrides.items():
-        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        if isinstance(out.get(key), dict) and not isinstance(value, dict):   # dict("x") ended in a ValueError
+            raise InputError(f"{FLAG}: the override of {_path(where, key)} must be a mapping, as the recipe's section "
+                             f"is (a key given replaces the recipe's, a section adds to it), got {shown(value)}",
+                             _path(where, key))
+        out[key] = merged(out[key], value, _path(where, key)) if isinstance(value, dict) \
+            and isinstance(out.get(key), dict) else value
     return out
+
+
+def _path(where: str, key) -> str:
+    return f"{where}.{key}" if where else str(key)
+
+
+SHAPE_KEYS = ("num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "num_query_groups", "kv_channels",
+              "vocab_size", "activation_func", "gated_linear_unit", "normalization", "add_bias_linear", "add_qkv_bias",
+              "qk_layernorm", "share_embeddings_and_output_weights", "position_embedding_type", "rotary_percent",
+              "hidden_dropout", "attention_dropout")
+"""The ``model`` keys ``megatron_bridge.architecture`` builds a model of: a recipe's model is the Hugging Face
+model it names (or ``--hf-config``), so an override of one of them, which Megatron-Bridge applies to its model
+provider, would be ignored here (``num_layers: 5`` printed the 32 layers of Llama 3 8B)."""
+
+
+def check_overrides(overrides) -> dict:
+    """``overrides`` (a recipe's override YAML, read) checked: a mapping (or ``None``: none), whose
+    ``model`` section sets none of ``SHAPE_KEYS``."""
+    if overrides is None:
+        return {}
+    instance(overrides, dict, "overrides", " of sections (the override YAML, read)")
+    shaped = sorted(set(SHAPE_KEYS) & set(overrides.get("model") or {})) \
+        if isinstance(overrides.get("model"), dict) else []
+    if shaped:
+        raise InputError(f"{FLAG}: the override sets model.{shaped[0]}, which shapes the model; the recipe's model is "
+                         f"the Hugging Face model it names, read from its config.json, so the override would be "
+                         f"ignored: give the model you mean with --hf-config instead", f"model.{shaped[0]}")
+    return overrides
 
 
 def recipe_setup(name: str, arch: Architecture, world: int | None = None, overrides: dict | None = None,
@@ -100,7 +134,7 @@ def recipe_setup(name: str, arch: Architecture, world: int | None = None, overri
     if r["skipped"]:
         notes.append(f"the recipe has {len(r['skipped'])} statement(s) that set values at run time, not read "
                      f"(conditions on other fields): see bridge_recipes.json")
-    config = merged(r["config"], overrides or {})
+    config = merged(r["config"], check_overrides(overrides))
     model = dict(config.get("model") or {})
     _layout_built_at_run_time(r, model, name, notes)
     arch = vocabulary(arch, config.get("tokenizer") or {}, model, notes)

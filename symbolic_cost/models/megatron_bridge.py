@@ -332,7 +332,10 @@ def experts(c: Container, arch: Architecture, etp_default: int | None = None) ->
     ``model_cost``'s rule, as for every other reader."""
     tp = c.get("model", "tensor_model_parallel_size", 1)
     if arch.moe is None:
-        return {S.ep: 1, S.etp: S.m1}           # no expert layer: the degree follows m1, a --set m1 too
+        # no expert layer: the degree follows m1, a --set m1 too; still a degree (Megatron-Core's
+        # initialize_model_parallel builds the expert groups of every model from it: -1 or 'x' was taken)
+        c.get("model", "expert_tensor_parallel_size", tp)
+        return {S.ep: 1, S.etp: S.m1}
     return {S.ep: c.get("model", "expert_model_parallel_size", 1),
             S.etp: c.get("model", "expert_tensor_parallel_size", etp_default or tp)}
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from sympy import Expr, Integer, sympify
 
-from symbolic_cost.checks import InputError, counts
+from symbolic_cost.checks import InputError, counts, exact
 
 MIB = 2**20
 
@@ -70,9 +70,14 @@ class Overheads:
     fragmentation: Expr = Integer(1)
 
     def __post_init__(self):
-        if sympify(self.fragmentation).is_number and sympify(self.fragmentation) < 1:
+        # bytes: whole and at least 0 (a negative workspace gave memory back, "1GB" was kept as text)
+        for name, value in counts(workspace=self.workspace, context=self.context, nccl=self.nccl).items():
+            object.__setattr__(self, name, value)
+        fragmentation = exact(self.fragmentation, "fragmentation")      # NaN: a TypeError from the comparison
+        if fragmentation.is_number and fragmentation < 1:
             raise InputError(f"fragmentation is reserved over allocated bytes, at least 1; got "
                              f"{self.fragmentation}", "fragmentation")
+        object.__setattr__(self, "fragmentation", fragmentation)
 
     def device_bytes(self, allocated: Expr) -> Expr:
         """What the device holds for ``allocated`` bytes of tensors.

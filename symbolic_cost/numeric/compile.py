@@ -50,6 +50,7 @@ from typing import Mapping
 
 import numpy as np
 from sympy import Basic, Expr, S, Symbol, lambdify, nan, sympify, zoo
+from sympy.core.function import AppliedUndef
 from sympy.printing.numpy import NumPyPrinter
 
 from symbolic_cost.checks import LARGEST_DOUBLE, InputError, InputTypeError, instance, shown
@@ -350,22 +351,38 @@ def expression(value, name: str, walk: bool = True) -> Expr:
         hint = "; read text with symbolic_cost.reader.read" if isinstance(value, str) else ""
         raise InputTypeError(f"{name} must be a number or a SymPy expression, got {shown(value)}{hint}", name)
     value = sympify(value)
-    if walk and {nan, zoo} & parts([value]):     # an infinite arm of a choice is a value (an impossible layout's time)
+    nodes = parts([value]) if walk else ()
+    if {nan, zoo} & set(nodes):     # an infinite arm of a choice is a value (an impossible layout's time)
         raise InputError(f"{name} must be a real number or formula, got {value} (undefined: a division by zero?)",
                          name)
+    refuse_undefined(nodes, name, name)
     return value
+
+
+def refuse_undefined(nodes, what: str, argument: str) -> None:
+    """Refuse an undefined function among ``nodes`` (``Function("g")(b)``): no kernel, exact or
+    compiled, has code for it (the printers' own error escaped as a traceback)."""
+    unknown = sorted({str(n.func) for n in nodes if isinstance(n, AppliedUndef)})
+    if unknown:
+        raise InputError(f"{what} holds the undefined function {', '.join(unknown)}, which no kernel can compute "
+                         f"(give it as a formula of numbers and symbols)", argument)
 
 
 def _refuse_uncomputable(names, values, symbols, nodes) -> None:
     """Refuse an expression the kernels cannot compute: one holding a symbol ``symbols`` does not
-    give (generated code would meet an undefined name), or the imaginary unit (a real kernel would
-    drop the imaginary part and print 0).  ``nodes``: every node of ``values`` (``portable.parts``)."""
+    give (generated code would meet an undefined name), an undefined function (``Function("g")(b)``:
+    no kernel has code for it; the printer's own error escaped as a traceback), or the imaginary
+    unit (a real kernel would drop the imaginary part and print 0).  ``nodes``: every node of
+    ``values`` (``portable.parts``)."""
     given = {str(s) for s in symbols}
     huge = [n for n in nodes if n.is_Number and _past_double(n)]
-    if S.ImaginaryUnit not in nodes and not huge and all(str(n) in given for n in nodes if n.is_Symbol):
+    undefined = [n for n in nodes if isinstance(n, AppliedUndef)]
+    if S.ImaginaryUnit not in nodes and not huge and not undefined \
+            and all(str(n) in given for n in nodes if n.is_Symbol):
         return                          # one walk of the shared parts; the name is looked for below
     for name, value in zip(names, values):
         own = parts([value])
+        refuse_undefined(own, f"expression {name!r}", str(name))
         missing = sorted({str(n) for n in own if n.is_Symbol} - given)
         if missing:
             raise InputError(f"expression {name!r} holds {', '.join(missing)}, for which no value is given (the "

@@ -6,17 +6,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
-from sympy import Rational, sympify
+from sympy import Expr, Rational, sympify
 
 from symbolic_cost.analysis.planning import MAX_BUDGET, per_token, plan
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, InputTypeError, count, shown
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.utilisation import utilisation
 from symbolic_cost.numeric.search import search
 from symbolic_cost.timing.hardware import calibrated
 
-__all__ = ["RunPlan", "run_plan", "plan_for_days", "default_global_batch", "SECONDS_A_DAY", "ASSUMED_MFU"]
+__all__ = ["RunPlan", "run_plan", "plan_for_days", "check_amounts", "default_global_batch", "SECONDS_A_DAY",
+           "ASSUMED_MFU"]
 
 SECONDS_A_DAY = 86400
 
@@ -65,6 +67,7 @@ def run_plan(arch: Architecture, flops_per_token, devices: int, system="h100", s
     recompute every layer are searched, and the MFU still counts the model's FLOPs alone."""
     if (tokens is None) == (days is None):
         raise InputError("give the tokens to train or the days the cluster has, one of them", "days")
+    check_amounts(flops_per_token=flops_per_token, tokens=tokens, days=days, price=price, global_batch=global_batch)
     timed = calibrated(system)
     batch = global_batch or default_global_batch(seq)
     found = search(arch, devices, timed, global_batch=batch, seq=seq, top=1, workers=workers, flash=FLASH,
@@ -106,6 +109,7 @@ def plan_for_days(devices: int, days, system="h100", law: str = "hoffmann-2022",
     ``devices`` devices of ``system`` deliver in ``days`` days, and its run (``run_plan``).  From a
     first guess at ``ASSUMED_MFU``, the budget becomes what each plan's predicted speed delivers in
     those days, until it moves by less than 1 % (at most 6 rounds)."""
+    check_amounts(days=days, price=price, global_batch=global_batch)
     budget = devices * calibrated(system).matrix_flops * ASSUMED_MFU * sympify(days) * SECONDS_A_DAY
     if not math.isfinite(_double(budget)) or budget > MAX_BUDGET:
         _too_large("days", days)
@@ -118,6 +122,27 @@ def plan_for_days(devices: int, days, system="h100", law: str = "hoffmann-2022",
             break
         budget = delivered
     return chosen, ran
+
+
+def check_amounts(**given) -> None:
+    """Refuse what a run cannot be priced at, as the command line's ``plan`` refuses it:
+    ``flops_per_token``, ``tokens``, ``days`` and ``price`` (USD a GPU-hour: a negative one printed a
+    negative cost) other than a positive finite number (a float is taken, as budgets are: ``1e12``
+    tokens), ``global_batch`` other than a positive integer (0 was taken as the default batch);
+    ``None`` is not given.  Text, booleans and symbols are refused: a plan computes numbers
+    (``days="3"`` was parsed, a symbolic FLOPs count ended in a ``TypeError``)."""
+    for name, value in given.items():
+        if value is None:
+            continue
+        if name == "global_batch":
+            count(value, name)
+            continue
+        rule = f"{name} must be a positive finite number, got {shown(value)}"
+        if isinstance(value, bool) or not isinstance(value, (int, float, Fraction, Expr)):
+            raise InputTypeError(rule, name)
+        number = sympify(value)
+        if not (number.is_number and number.is_finite and number.is_positive):
+            raise InputError(rule, name)
 
 
 def _double(value) -> float:

@@ -149,9 +149,26 @@ def network_share(n, domains, routing=None) -> Expr:
     n, domains = positive_dims(n=n, domains=domains).values()
     if routing is None:
         return (n - n / domains) / n
-    experts, k = map(sympify, routing)
+    experts, k = _routing(routing)
     missed = ff(experts - experts / domains, k) / ff(experts, k)
     return (domains - 1) * (1 - missed) / k
+
+
+def _routing(routing) -> tuple[Expr, Expr]:
+    """``routing`` checked as ``network_share`` reads it: ``(E, k)``, ``k`` of ``E`` experts a token."""
+    if isinstance(routing, (str, bytes)) or not isinstance(routing, (tuple, list)) or len(routing) != 2:
+        raise InputError(f"routing must be a pair (experts, top_k) or None, got {routing!r}", "routing")
+    experts, k = positive_dims(experts=routing[0], top_k=routing[1]).values()
+    if (k - experts).is_positive:
+        raise InputError(f"routing's top_k={k} must be at most its experts={experts}", "routing")
+    return experts, k
+
+
+def _pair(value, name: str) -> tuple:
+    """``value`` checked as a link's ``(bandwidth, latency)``."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise InputError(f"{name} must be a pair (bandwidth, latency), got {value!r}", name)
+    return tuple(value)
 
 
 def hierarchical_time(kind: str, n, k, tensor_bytes, nvlink: tuple, ib: tuple, routing=None) -> Expr:
@@ -172,6 +189,7 @@ def hierarchical_time(kind: str, n, k, tensor_bytes, nvlink: tuple, ib: tuple, r
     12/25
     """
     n, k, volume = _sizes(n=n, k=k, tensor_bytes=tensor_bytes)
+    nvlink, ib = _pair(nvlink, "nvlink"), _pair(ib, "ib")
     _sizes(nvlink_bandwidth=nvlink[0], nvlink_latency=nvlink[1], ib_bandwidth=ib[0], ib_latency=ib[1])
     form = kind_of(kind)
     if form.shape in ("send", "rooted"):

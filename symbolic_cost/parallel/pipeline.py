@@ -60,7 +60,7 @@ from sympy import Add, Eq, Expr, Piecewise, Symbol, sympify
 from symbolic_cost.cost import Collective, collective
 from symbolic_cost.bounds import upper_bound
 from symbolic_cost.extrema import maximum, minimum
-from symbolic_cost.checks import InputError, count, counts, exact, positive_dims
+from symbolic_cost.checks import InputError, count, counts, divides, exact, positive_dims
 from symbolic_cost.trees import remembered_call
 
 
@@ -74,6 +74,7 @@ def stage_layers(depth, p, first=None, last=None) -> tuple[Expr, Expr, Expr]:
     """
     depth, p = positive_dims(n_layers=depth, p=p).values()
     if first is None and last is None:
+        divides({"p": p, "n_layers": depth}, "p", "n_layers", "each pipeline stage holds whole layers")  # 12/13 a rank
         return depth / p, depth / p, depth / p
     given = list(counts(**{name: x for name, x in (("first_stage_layers", first), ("last_stage_layers", last))
                            if x is not None}).values())

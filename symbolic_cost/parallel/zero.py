@@ -41,7 +41,7 @@ from __future__ import annotations
 from sympy import Expr, Rational, sympify
 
 from symbolic_cost.cost import Collective, collective
-from symbolic_cost.checks import InputError, positive_dims
+from symbolic_cost.checks import InputError, divides, positive_dims
 
 STATES = ("weights", "gradients", "optimizer")
 
@@ -57,7 +57,10 @@ def shard_degree(state: str, zero: int, d, distributed_optimizer: bool = False, 
         raise InputError(f"state must be one of {', '.join(STATES)}, got {state!r}", "state")
     if zero not in (0, 1, 2, 3) or isinstance(zero, bool):
         raise InputError(f"zero must be a ZeRO stage 0, 1, 2 or 3, got {zero!r}", "zero")
-    d = positive_dims(d=d, **({} if shard is None else {"shard": shard}))["d"]
+    dims = positive_dims(d=d, **({} if shard is None else {"shard": shard}))
+    if shard is not None:
+        divides(dims, "shard", "d", "HSDP shards each copy over a group of the data-parallel ranks")   # 16 of 8 ranks
+    d = dims["d"]
     first = {"weights": 3, "gradients": 2, "optimizer": 1}[state]
     sharded = zero >= first or (state == "optimizer" and distributed_optimizer)
     if not sharded:
