@@ -141,6 +141,27 @@ llama3's flavours (``ModelArgs``: ``multiple_of`` 256, ``n_kv_heads`` None, as m
 the vocabulary Llama 2's tokenizer's (the debug model's its test tokenizer's, given on the command
 line)."""
 
+LLAMA_FLAVORS = {
+    "debugmodel": dict(FLAVORS["debugmodel"], n_layers=2),
+    "7B": LLAMA2_FLAVORS["7B"],
+    "13B": LLAMA2_FLAVORS["13B"],
+    "26B": LLAMA2_FLAVORS["26B"],
+    "40B": LLAMA2_FLAVORS["26B"],
+    "271M": LLAMA2_FLAVORS["271M"],
+    "70B": LLAMA2_FLAVORS["70B"],
+}
+"""torchtitan's first ``llama_configs`` (``[model] name = "llama"``, from its first files, then named
+torchtrain, 2024-02, until df2dcc746, 2024-04-19, which renamed the model ``llama2`` beside the new
+``llama3``; ``torchtitan/models/llama/__init__.py`` at bfe999877, ``torchtrain/models/llama/__init__.py``
+at d5c27a94c): Llama 2's ``ModelArgs`` and SentencePiece tokenizer, the flavours of ``LLAMA2_FLAVORS``
+(``40B``, the name of d5c27a94c, the same arguments as ``26B``), but a debug model of 2 layers.  ``1B``
+is refused (``LLAMA_AMBIGUOUS``): it named two models in those weeks."""
+
+LLAMA_AMBIGUOUS = {"1B": "dim 1024, 16 layers, 8 heads until 2024-03 (torchtrain d5c27a94c) and dim 2048, 18 "
+                         "layers, 16 heads after (torchtitan bfe999877, where the first is 271M)"}
+"""Flavours of ``[model] name = "llama"`` whose arguments changed while the name stood, with the two
+meanings: a file holds no date to tell them apart."""
+
 EARLY_DEBUG_LAYERS = 8
 """The debug model's layers until torchtitan f64cf3c18 (2025-04-15) made them 6 (``llama3_configs``
 of ``torchtitan/models/llama3/__init__.py`` at its parent; 8 since the first flavours, and in
@@ -170,8 +191,8 @@ def check_model(job: Job) -> str:
     before any key that only it would explain (``torchtitan_setup`` reads the other bundled models
     before this)."""
     model = job.get("model", "name", "llama3", str)
-    if model not in ("llama3", "llama2"):
-        raise InputError(f"[model] name {model!r}: the reader bundles torchtitan's llama3 and llama2 flavours here; "
+    if model not in ("llama3", "llama2", "llama"):
+        raise InputError(f"[model] name {model!r}: the reader bundles torchtitan's llama3 and llama2 (llama) flavours here; "
                          f"give that model's config.json with --hf-config and its layout with --set", "[model] name")
     return model
 
@@ -180,8 +201,12 @@ def architecture(job: Job, name: str, seq: int, vocab: int | None, notes: list, 
     """The Llama 3 of ``[model] flavor`` (of ``flavors``; a llama2 model's of ``LLAMA2_FLAVORS``), its
     vocabulary and context."""
     model = check_model(job)
-    flavors = LLAMA2_FLAVORS if model == "llama2" else flavors
+    flavors = {"llama2": LLAMA2_FLAVORS, "llama": LLAMA_FLAVORS}.get(model, flavors)
     flavor = job.get("model", "flavor", "debugmodel", str)
+    if model == "llama" and flavor in LLAMA_AMBIGUOUS:
+        raise InputError(f"[model] flavor {flavor!r} of [model] name 'llama': torchtitan's first llama flavours gave "
+                         f"that name two models, {LLAMA_AMBIGUOUS[flavor]}, and the file does not say which; give "
+                         f"the model with --hf-config and its layout with --set", "[model] flavor")
     if flavor not in flavors:
         raise InputError(f"[model] flavor {flavor!r}: the reader bundles {', '.join(flavors)}", "[model] flavor")
     a = flavors[flavor]
@@ -292,7 +317,7 @@ def torchtitan_setup(text: str, name: str, world: int | None = None, vocab: int 
     flavour as the last TOML generation defined it (``TOML_FLAVORS``)."""
     job = Job(text, name)
     model = job.get("model", "name", "llama3", str)
-    if model in ("llama3", "llama2"):
+    if model in ("llama3", "llama2", "llama"):
         return sdpa_attention(job_setup(job, name, world, vocab), gpu)
     from symbolic_cost.models.torchtitan_models import toml_architecture
     flavor = job.get("model", "flavor", "debugmodel", str)

@@ -1,0 +1,70 @@
+"""Published framework files the readers had not seen (issue 65), each copied unchanged into
+``framework_inputs/`` (``PROVENANCE.md`` names its repository, path and commit), read as a user would
+(``summary``), with the values read off the file by hand.
+
+torchtitan's first model name: until df2dcc746 (2024-04-19) its job TOMLs said ``[model] name =
+"llama"``, the Llama 2 ``ModelArgs`` that df2dcc746 renamed ``llama2`` (``torchtitan/models/llama/__init__.py``
+at bfe999877; ``torchtrain/models/llama/__init__.py`` before the rename of the repository), with a debug
+model of 2 layers."""
+
+import pathlib
+
+from summary_calls import summary_error, summary_json
+
+INPUTS = pathlib.Path(__file__).resolve().parent / "framework_inputs"
+LLAMA_7B = INPUTS / "llama_7b_2024-04.toml"
+DEBUG_2D = INPUTS / "debug_model_2d_2024-03.toml"
+
+
+def test_torchtitan_llama_7b_of_2024_04_is_llama_2_7b(capsys):
+    """train_configs/llama_7b.toml at bfe999877: flavor 7B (dim 4096, 32 layers, 32 heads, Llama 2's 32,000
+    tokens), batch_size 8 of seq_len 2048, data_parallel_degree -1 (FSDP over the 8 processes), TP 1, PP 1,
+    selective_ac_option 'op'; Llama 2 7B's published 6,738,415,616 parameters."""
+    got = summary_json(capsys, "--torchtitan", str(LLAMA_7B), "--devices", "8")
+    layout = got["layout"]
+    assert (layout["b"], layout["l"], layout["d"], layout["m1"], layout["p"]) == (8, 2048, 8, 1, 1)
+    assert (layout["zero"], layout["recompute"], layout["fp8"], layout["precision"]) == (3, "op", None, "bf16")
+    assert got["parameters"] == 6738415616
+    assert any("first generation" in note for note in got["notes"])
+
+
+def _debug_parameters(layers: int, vocab: int) -> int:
+    """The debug model by hand: dim 256, 16 heads (as many key/value heads), the MLP int(2 x 4 x 256 / 3)
+    = 682 rounded up to 256's multiple, 768; two RMSNorm weights a layer and the final one; an untied head."""
+    dim, mlp = 256, 768
+    return layers * (4 * dim * dim + 3 * dim * mlp + 2 * dim) + 2 * vocab * dim + dim
+
+
+def test_torchtrain_debug_model_2d_of_2024_03_has_two_layers(capsys):
+    """train_configs/debug_model_2d.toml at f6d9de752 (the repository still named torchtrain): flavor
+    debugmodel (2 layers then, ModelArgs(dim=256, n_layers=2, n_heads=16)), its test tokenizer's vocabulary
+    given, tensor_parallel_degree 2 and data_parallel_degree -1 on 8 processes (d = 4), batch 8 of 2048,
+    selective_ac_option '2' (every second layer recomputed: 1 of the 2)."""
+    got = summary_json(capsys, "--torchtitan", str(DEBUG_2D), "--devices", "8", "--vocab-size", "32000")
+    layout = got["layout"]
+    assert (layout["b"], layout["l"], layout["m1"], layout["d"], layout["p"]) == (8, 2048, 2, 4, 1)
+    assert (layout["recompute"], layout["recompute_layers"]) == ("full", 1)
+    assert got["parameters"] == _debug_parameters(2, 32000) == 18089216
+
+
+def test_the_debug_model_needs_its_tokenizer_vocabulary(capsys):
+    assert "--vocab-size" in summary_error(capsys, "--torchtitan", str(DEBUG_2D), "--devices", "8")
+
+
+def test_a_flavour_the_name_llama_gave_two_models_is_refused(capsys, tmp_path):
+    """"1B" was dim 1024, 16 layers, 8 heads at d5c27a94c (torchtrain) and dim 2048, 18 layers, 16 heads at
+    bfe999877 (where the first had become "271M"): the file cannot say which."""
+    path = tmp_path / "llama_1b.toml"
+    path.write_text(LLAMA_7B.read_text().replace('flavor = "7B"', 'flavor = "1B"'))
+    said = summary_error(capsys, "--torchtitan", str(path), "--devices", "8")
+    assert "[model] flavor '1B'" in said and "two models" in said
+
+
+def test_the_renamed_flavours_are_the_same_model(capsys, tmp_path):
+    """d5c27a94c's "40B" has the arguments bfe999877 calls "26B" (dim 5120, 80 layers, 40 heads)."""
+    counts = []
+    for flavor in ("40B", "26B"):
+        path = tmp_path / f"llama_{flavor}.toml"
+        path.write_text(LLAMA_7B.read_text().replace('flavor = "7B"', f'flavor = "{flavor}"'))
+        counts.append(summary_json(capsys, "--torchtitan", str(path), "--devices", "8")["parameters"])
+    assert counts[0] == counts[1]
