@@ -68,3 +68,70 @@ def test_the_renamed_flavours_are_the_same_model(capsys, tmp_path):
         path.write_text(LLAMA_7B.read_text().replace('flavor = "7B"', f'flavor = "{flavor}"'))
         counts.append(summary_json(capsys, "--torchtitan", str(path), "--devices", "8")["parameters"])
     assert counts[0] == counts[1]
+
+
+# torchtitan's float8 switch under [training] in July 2024 (torchtitan/config_manager.py): enable_fp8_linear
+# from a4b2ee3c0 (2024-07-16), renamed enable_float8_linear by 69fe8defc (2024-07-17), moved to [float8] by
+# 40f79d79f (2024-07-31).  Its true swapped every nn.Linear, the output head too (maybe_build_fp8_linear of
+# torchtitan/float8_linear.py at 69fe8defc: swap_linear_with_float8_linear(model, ...), nothing skipped).
+LLAMA2_70B = INPUTS / "llama2_70b_2024-07.toml"
+DEBUG_2024_07 = INPUTS / "debug_model_2024-07.toml"
+
+
+def test_torchtitan_llama2_70b_of_2024_07_reads_its_float8_switch(capsys):
+    """train_configs/llama2_70b.toml at 69fe8defc: llama2 70B (Llama 2 70B's 68,976,648,192 parameters),
+    batch_size 16 of seq_len 4096, tensor_parallel_degree 8 and data_parallel_degree -1 on 64 processes (d = 8),
+    [experimental] pipeline_parallel_degree 1, enable_float8_linear false (no float8), mode 'full'."""
+    got = summary_json(capsys, "--torchtitan", str(LLAMA2_70B), "--devices", "64")
+    layout = got["layout"]
+    assert (layout["b"], layout["l"], layout["m1"], layout["d"], layout["p"]) == (16, 4096, 8, 8, 1)
+    assert (layout["fp8"], layout["recompute"], layout["zero"]) == (None, "full", 3)
+    assert got["parameters"] == 68976648192
+    assert "[training] enable_float8_linear" in got["notes"][0]
+
+
+def test_torchtitan_debug_model_of_2024_07(capsys):
+    """train_configs/debug_model.toml at 0ee573cdd: the llama3 debug model (8 layers then), batch 8 of 2048,
+    FSDP over the 8 processes, enable_float8_linear false, selective_ac_option '2' (4 of the 8 layers)."""
+    got = summary_json(capsys, "--torchtitan", str(DEBUG_2024_07), "--devices", "8", "--vocab-size", "2000")
+    layout = got["layout"]
+    assert (layout["b"], layout["l"], layout["d"], layout["m1"], layout["fp8"]) == (8, 2048, 8, 1, None)
+    assert (layout["recompute"], layout["recompute_layers"]) == ("full", 4)
+    assert got["parameters"] == _debug_parameters(8, 2000)
+
+
+def test_the_july_2024_float8_switch_on_is_refused(capsys, tmp_path):
+    """On, it put the output head in float8 too, which the reader's float8 (head kept in 16-bit) does not model;
+    the spelling of its first day, enable_fp8_linear, is read the same way."""
+    for key in ("enable_float8_linear", "enable_fp8_linear"):
+        path = tmp_path / f"{key}.toml"
+        path.write_text(LLAMA2_70B.read_text().replace("enable_float8_linear = false", f"{key} = true"))
+        said = summary_error(capsys, "--torchtitan", str(path), "--devices", "64")
+        assert f"[training] {key} = true" in said and "output head" in said
+        path.write_text(LLAMA2_70B.read_text().replace("enable_float8_linear = false", f"{key} = false"))
+        assert summary_json(capsys, "--torchtitan", str(path), "--devices", "64")["layout"]["fp8"] is None
+
+
+# NeMo 1.x (NVIDIA/NeMo at 9a268dd6c): megatron_llama_config.yaml states restore_from_path: null and
+# restore_from_ckpt: null, no checkpoint restored.
+NEMO1_LLAMA = INPUTS / "nemo1_megatron_llama_config.yaml"
+
+
+def test_nemo1_llama_config_is_llama_2_7b(capsys):
+    """Its model: 32 layers, hidden 4096, FFN 11008, 32 heads (32 query groups), no bias, fast-swiglu, rmsnorm,
+    untied head; micro-batch 4, global batch 8 on trainer.devices 1 (2 micro-batches), TP 1, PP 1,
+    trainer.precision 32 (fp32).  With Llama 2's 32,000 tokens: Llama 2 7B's 6,738,415,616 parameters."""
+    got = summary_json(capsys, "--nemo-recipe", str(NEMO1_LLAMA), "--vocab-size", "32000")
+    layout = got["layout"]
+    assert (layout["b"], layout["l"], layout["m1"], layout["p"], layout["d"]) == (4, 4096, 1, 1, 1)
+    assert (layout["micro_batches"], layout["precision"]) == (2, "fp32")
+    assert got["parameters"] == 6738415616
+
+
+def test_nemo1_a_restored_checkpoint_is_refused(capsys, tmp_path):
+    """A checkpoint or .nemo file restored into the model brings its own configuration: refused, named."""
+    for key in ("restore_from_path", "restore_from_ckpt"):
+        path = tmp_path / f"{key}.yaml"
+        path.write_text(NEMO1_LLAMA.read_text().replace(f"{key}: null", f"{key}: /ckpt/model.nemo"))
+        said = summary_error(capsys, "--nemo-recipe", str(path), "--vocab-size", "32000")
+        assert f"model.{key}" in said and "its own configuration" in said

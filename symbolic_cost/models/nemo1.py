@@ -137,6 +137,12 @@ INERT = {"fp8": (False, "FP8 training through NeMo's Transformer Engine recipe i
          "ffn_dropout": (0.0, "Megatron-Core's GPT has no dropout inside the MLP (NeMo's legacy model's); set it "
                               "to 0"),
          "megatron_legacy": (False, "NeMo's legacy Megatron model is not read"),
+         "restore_from_path": (None, "a .nemo file restored into the model (its own configuration, which may "
+                                     "differ from this file's, travels with it) is not read; give the layout with "
+                                     "--preset and --set"),
+         "restore_from_ckpt": (None, "a checkpoint restored into the model (its own configuration, which may "
+                                     "differ from this file's, travels with it) is not read; give the layout with "
+                                     "--preset and --set"),
          "num_moe_experts": (None, "NeMo 1.x experts are not read; give the model with --hf-config"),
          "moe_router_topk": (None, "NeMo 1.x experts are not read; give the model with --hf-config")}
 """``model:`` keys accepted at one value (NeMo's default), refused at any other with the reason."""
