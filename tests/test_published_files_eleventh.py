@@ -135,3 +135,18 @@ def test_nemo1_a_restored_checkpoint_is_refused(capsys, tmp_path):
         path.write_text(NEMO1_LLAMA.read_text().replace(f"{key}: null", f"{key}: /ckpt/model.nemo"))
         said = summary_error(capsys, "--nemo-recipe", str(path), "--vocab-size", "32000")
         assert f"model.{key}" in said and "its own configuration" in said
+
+
+# torchtitan's fault-tolerant Llama 3 (torchtitan/models/llama3_ft/train_configs/debug_model.toml at
+# 7c1048075): [fault_tolerance] enable = true with torchft's settings (sync_steps, num_fragments,
+# semi_sync_method "diloco", ...).
+LLAMA3_FT = INPUTS / "llama3_ft_debug_model_2025-10.toml"
+
+
+def test_a_torchft_file_is_refused_for_torchft_not_for_its_settings(capsys, tmp_path):
+    said = summary_error(capsys, "--torchtitan", str(LLAMA3_FT), "--devices", "8")
+    assert "[fault_tolerance] enable = True" in said and "torchft" in said and "sync_steps" not in said
+    path = tmp_path / "off.toml"
+    path.write_text(LLAMA3_FT.read_text().replace("[fault_tolerance]\nenable = true", "[fault_tolerance]\nenable = false"))
+    layout = summary_json(capsys, "--torchtitan", str(path), "--devices", "8", "--vocab-size", "2000")["layout"]
+    assert (layout["d"], layout["b"], layout["l"]) == (8, 8, 2048)

@@ -11,6 +11,7 @@ from symbolic_cost.checks import InputError, file_text
 NO_COST = {
     "job": "*", "profiling": "*", "metrics": "*", "lr_scheduler": "*", "checkpoint": "*", "comm": "*",
     "memory_estimation": "*", "validation": "*", "compile": "*", "float8": "*", "quantize": "*", "mx": "*",
+    "fault_tolerance": "*",
     "model": {"tokenizer_path", "hf_assets_path", "print_after_conversion"},
     "optimizer": {"lr", "beta1", "beta2", "eps", "weight_decay"},
     "training": {"max_norm", "steps", "dataset", "dataset_path", "compile", "gc_freq", "gc_debug", "seed",
@@ -20,7 +21,9 @@ NO_COST = {
 }
 """Keys that change no count (``"*"``: every key of the section).  The float8, quantize and mx
 sections only configure a converter; ``models.torchtitan.float8`` reads float8's when
-``[model] converters`` names it, and refuses the others."""
+``[model] converters`` names it, and refuses the others.  ``[fault_tolerance]`` configures torchft,
+which acts only with its ``enable``, refused when true (``models.torchtitan.job_setup``), so that a
+torchft file is told so, not refused for a key such as ``sync_steps``."""
 
 READ = {
     "model": {"name", "flavor", "converters", "moe_comm_backend"},
