@@ -150,3 +150,29 @@ def test_a_torchft_file_is_refused_for_torchft_not_for_its_settings(capsys, tmp_
     path.write_text(LLAMA3_FT.read_text().replace("[fault_tolerance]\nenable = true", "[fault_tolerance]\nenable = false"))
     layout = summary_json(capsys, "--torchtitan", str(path), "--devices", "8", "--vocab-size", "2000")["layout"]
     assert (layout["d"], layout["b"], layout["l"]) == (8, 8, 2048)
+
+
+# DeepSpeedExamples' training/bf16_master_weight/configs/bf16_full.json (45b4b71): bf16 on, with bf16 master
+# weights and gradients and bf16 optimizer states, ZeRO-3, micro-batch 4, accumulation 1, and torch_autocast
+# enabled (bfloat16); its README runs it with deepspeed --num_gpus=4.
+BF16_FULL = INPUTS / "ds_bf16_master_weight_bf16_full.json"
+LLAMA_1B = ["--hf-config", str(pathlib.Path(__file__).resolve().parent / "hf_configs" / "Llama-3.2-1B.json")]
+
+
+def test_deepspeed_autocast_beside_bf16_is_refused_naming_both(capsys):
+    said = summary_error(capsys, *LLAMA_1B, "--deepspeed", str(BF16_FULL), "--devices", "4")
+    assert "torch_autocast.enabled" in said and "bf16.enabled too" in said
+    assert "give the precision with bf16 or fp16" not in said
+
+
+def test_deepspeed_bf16_full_without_autocast(capsys, tmp_path):
+    """The same file without its torch_autocast section: micro 4 x accumulation 1 on 4 processes, ZeRO-3, bf16,
+    the 16-bit masters with bf16 moments."""
+    import json
+    config = json.loads(BF16_FULL.read_text())
+    del config["torch_autocast"]
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps(config))
+    layout = summary_json(capsys, *LLAMA_1B, "--deepspeed", str(path), "--devices", "4", "--set", "l=512")["layout"]
+    assert (layout["b"], layout["micro_batches"], layout["d"], layout["zero"]) == (4, 1, 4, 3)
+    assert (layout["precision"], layout["optimizer"]) == ("bf16", "adam-16bit-master-bf16-moments")

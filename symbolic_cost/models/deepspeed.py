@@ -379,8 +379,13 @@ def deepspeed_setup(text: str, name: str, arch, world: int | None, given: dict, 
     if stage not in (0, 1, 2, 3):
         raise InputError(f"zero_optimization.stage must be 0, 1, 2 or 3, got {stage!r}", "zero_optimization.stage")
     if _boolean(config.get("torch_autocast", {}).get("enabled", False), "torch_autocast.enabled"):
-        raise InputError("torch_autocast.enabled: DeepSpeed's autocast of the forward is not modelled; "
-                         "give the precision with bf16 or fp16", "torch_autocast.enabled")
+        beside = [kind for kind in ("bf16", "fp16") if config.get(kind, {}).get("enabled", False) not in
+                  (False, 0, "false", "False", "FALSE")]
+        raise InputError("torch_autocast.enabled: DeepSpeed's autocast of the forward (the ops autocast keeps in "
+                         "fp32 beside the 16-bit products) is not modelled; "
+                         + (f"the file sets {beside[0]}.enabled too, whose 16-bit training the library models: "
+                            f"remove torch_autocast to count that" if beside else
+                            "give the precision with bf16 or fp16"), "torch_autocast.enabled")
     if _boolean(config.get("activation_checkpointing", {}).get("cpu_checkpointing", False),
                 "activation_checkpointing.cpu_checkpointing"):
         raise InputError("activation_checkpointing.cpu_checkpointing: checkpoints moved to the host are not modelled",
