@@ -176,3 +176,23 @@ def test_deepspeed_bf16_full_without_autocast(capsys, tmp_path):
     layout = summary_json(capsys, *LLAMA_1B, "--deepspeed", str(path), "--devices", "4", "--set", "l=512")["layout"]
     assert (layout["b"], layout["micro_batches"], layout["d"], layout["zero"]) == (4, 1, 4, 3)
     assert (layout["precision"], layout["optimizer"]) == ("bf16", "adam-16bit-master-bf16-moments")
+
+
+# Megatron-Bridge's scripts/performance/configs/llama3/llama3_8b_llm_pretrain.yaml (at bf75c658c's parent, which
+# deleted it): a ConfigContainer subtree and a perf_matrix, whose entry for the command line's GPU, GPU count
+# and compute dtype scripts/performance/run_script.py applies over it (apply_perf_matrix_overrides: for h100,
+# 8 GPUs, bf16 it sets cp 2, for fp8 cp 1 and Megatron-FSDP; global batch 128, micro-batch 1, sequence 8192).
+BRIDGE_PERF = INPUTS / "bridge_perf_llama3_8b_llm_pretrain.yaml"
+LLAMA_8B = ["--hf-config", str(pathlib.Path(__file__).resolve().parent / "hf_configs" / "Llama-3.1-8B.json")]
+
+
+def test_a_bridge_perf_matrix_is_refused_not_dropped(capsys, tmp_path):
+    words = ("--megatron-bridge-recipe", "llama3_8b_pretrain_config", *LLAMA_8B, "--devices", "8")
+    said = summary_error(capsys, *words, "--nemo-recipe", str(BRIDGE_PERF))
+    assert "perf_matrix" in said and "compute dtype" in said
+    other = tmp_path / "other.yaml"
+    other.write_text("ConfigContainer:\n  train:\n    global_batch_size: 256\nsomething_else: 1\n")
+    assert "something_else beside ConfigContainer" in summary_error(capsys, *words, "--nemo-recipe", str(other))
+    alone = tmp_path / "alone.yaml"
+    alone.write_text(BRIDGE_PERF.read_text().split("perf_matrix:")[0])
+    assert summary_json(capsys, *words, "--nemo-recipe", str(alone))["layout"]["l"] == 8192
