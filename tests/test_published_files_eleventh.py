@@ -196,3 +196,23 @@ def test_a_bridge_perf_matrix_is_refused_not_dropped(capsys, tmp_path):
     alone = tmp_path / "alone.yaml"
     alone.write_text(BRIDGE_PERF.read_text().split("perf_matrix:")[0])
     assert summary_json(capsys, *words, "--nemo-recipe", str(alone))["layout"]["l"] == 8192
+
+
+# Megatron-Bridge's scripts/performance/llm/configs/llama3_70b_pretrain_overrides.yaml (at 8cec56d38's parent,
+# 2025-09-09): TP 4, PP 4, CP 2, virtual pipeline 5, global batch 128, micro-batch 1, CUDA graphs off, and
+# mixed_precision.grad_reduce_in_fp32 false, which MixedPrecisionConfig.setup copies onto the DDP config
+# (update_config_with_precision_overrides), over the recipe's ddp.grad_reduce_in_fp32 true.
+BRIDGE_PERF_70B = INPUTS / "bridge_perf_llama3_70b_pretrain_overrides.yaml"
+
+
+def test_bridge_perf_overrides_of_2025_09_on_llama3_70b(capsys):
+    """On 64 processes: d = 64 / (4 x 4 x 2) = 2, 128 / (1 x 2) = 64 micro-batches, the interleaved schedule
+    with 5 virtual stages; the note says the gradients are reduced in 16 bits, not in fp32."""
+    got = summary_json(capsys, "--megatron-bridge-recipe", "llama3_70b_pretrain_config", "--nemo-recipe",
+                       str(BRIDGE_PERF_70B), "--preset", "llama-3-70b", "--devices", "64")
+    layout = got["layout"]
+    assert (layout["m1"], layout["p"], layout["cp"], layout["d"], layout["b"]) == (4, 4, 2, 2, 1)
+    assert (layout["micro_batches"], layout["virtual_stages"], layout["schedule"]) == (64, 5, "interleaved")
+    assert layout["cuda_graphs"] == []
+    assert any("mixed_precision.grad_reduce_in_fp32 false replaces" in n for n in got["notes"])
+    assert not any(n.startswith("ddp.grad_reduce_in_fp32") for n in got["notes"])
