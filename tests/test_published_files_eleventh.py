@@ -216,3 +216,25 @@ def test_bridge_perf_overrides_of_2025_09_on_llama3_70b(capsys):
     assert layout["cuda_graphs"] == []
     assert any("mixed_precision.grad_reduce_in_fp32 false replaces" in n for n in got["notes"])
     assert not any(n.startswith("ddp.grad_reduce_in_fp32") for n in got["notes"])
+
+
+# LLaMA-Factory's examples/train_lora/qwen3_lora_sft_ray.yaml: ray_num_workers 4 ("Number of GPUs to use"),
+# which LLaMA-Factory reads only under USE_RAY=1 (train/tuner.py: _ray_training_function starts that many
+# workers, one a device); per_device_train_batch_size 1, gradient_accumulation_steps 8, cutoff_len 2048, LoRA.
+RAY = INPUTS / "llamafactory_qwen3_lora_sft_ray.yaml"
+QWEN3_06B = ["--hf-config", str(pathlib.Path(__file__).resolve().parent / "hf_configs" / "Qwen3-0.6B.json")]
+
+
+def test_llamafactory_ray_workers_need_the_devices(capsys):
+    said = summary_error(capsys, *QWEN3_06B, "--hf-training-args", str(RAY))
+    assert "ray_num_workers 4" in said and "--devices" in said and "USE_RAY" in said
+
+
+def test_llamafactory_ray_recipe_on_its_four_devices(capsys):
+    got = summary_json(capsys, *QWEN3_06B, "--hf-training-args", str(RAY), "--devices", "4")
+    layout = got["layout"]
+    assert (layout["b"], layout["micro_batches"], layout["d"], layout["l"]) == (1, 8, 4, 2048)
+    assert any(n.startswith("ray_num_workers 4") and "--devices 4" in n for n in got["notes"])
+    other = summary_json(capsys, *QWEN3_06B, "--hf-training-args", str(RAY), "--devices", "2")
+    assert other["layout"]["d"] == 2
+    assert any("the launch without Ray" in n for n in other["notes"])
