@@ -238,3 +238,27 @@ def test_llamafactory_ray_recipe_on_its_four_devices(capsys):
     other = summary_json(capsys, *QWEN3_06B, "--hf-training-args", str(RAY), "--devices", "2")
     assert other["layout"]["d"] == 2
     assert any("the launch without Ray" in n for n in other["notes"])
+
+
+# accelerate's tests/deepspeed/ds_config_zero3_model_only.json: ZeRO-3 with the parameters offloaded and
+# stage3_param_persistence_threshold 1e9: DeepSpeed never partitions a parameter of fewer elements (it stays
+# whole on every rank), here every weight matrix of Llama 3 8B (the smallest, a key/value projection,
+# 4,096 x 8 x 128 = 4,194,304 elements; the embedding 525,336,576).
+MODEL_ONLY = INPUTS / "accelerate_ds_config_zero3_model_only.json"
+
+
+def test_a_persistence_threshold_above_the_weight_matrices_is_refused(capsys, tmp_path):
+    import json
+    words = ("--preset", "llama-3-8b", "--devices", "8", "--precision", "bf16")
+    said = summary_error(capsys, *words, "--deepspeed", str(MODEL_ONLY))
+    assert "stage3_param_persistence_threshold 1,000,000,000" in said and "4,194,304" in said
+    config = json.loads(MODEL_ONLY.read_text())
+    for threshold, accepted in ((4194304, False), (4194303, True), (100000, True)):
+        config["zero_optimization"]["stage3_param_persistence_threshold"] = threshold
+        path = tmp_path / f"{threshold}.json"
+        path.write_text(json.dumps(config))
+        if accepted:
+            layout = summary_json(capsys, *words, "--deepspeed", str(path))["layout"]
+            assert (layout["zero"], layout["offload"], layout["b"]) == (3, "weights", 1)
+        else:
+            assert "stage3_param_persistence_threshold" in summary_error(capsys, *words, "--deepspeed", str(path))
