@@ -262,3 +262,48 @@ def test_a_persistence_threshold_above_the_weight_matrices_is_refused(capsys, tm
             assert (layout["zero"], layout["offload"], layout["b"]) == (3, "weights", 1)
         else:
             assert "stage3_param_persistence_threshold" in summary_error(capsys, *words, "--deepspeed", str(path))
+
+
+# Strings assigned as bash assigns them (models.launch_script): NAME+=" ..." appends to the string, and a string
+# assigned to an array's name sets its element 0, which $NAME then gives (bash: ARGS=(a b); ARGS="x"; $ARGS is x,
+# "${ARGS[@]}" is x b).  swiss-ai/Megatron-LM's submit-llama3-8b.sh builds DATA_ARGS=( --split ... --seq-length
+# $SEQ_LEN ... ) and then DATA_ARGS="${DATA_ARGS[@]} --data-path $(...) --data-cache-path $DIR", and launches
+# $DATA_ARGS; Megatron-LM's own examples hold neither (the corpus of test_megatron_examples reads the same).
+SWISS = INPUTS / "swissai_submit_llama3_8b.sh"
+
+
+def _program(text: str) -> list:
+    from symbolic_cost.models.launch_script import read_launch
+    return read_launch(text, "test").program
+
+
+def test_a_string_appended_keeps_what_it_held():
+    got = _program('B="--micro-batch-size 2"\nB+=" --global-batch-size 64"\npython pretrain_gpt.py $B --bf16\n')
+    assert got == ["--micro-batch-size", "2", "--global-batch-size", "64", "--bf16"]
+
+
+def test_a_string_assigned_to_an_array_sets_its_first_element():
+    text = 'A=(\n  --seq-length 8192\n  --split 1\n)\nA="${A[@]} --mock-data"\n'
+    assert _program(text + "python pretrain_gpt.py $A\n") == ["--seq-length", "8192", "--split", "1", "--mock-data"]
+    assert _program(text + 'python pretrain_gpt.py "${A[@]}"\n') == [
+        "--seq-length 8192 --split 1 --mock-data", "8192", "--split", "1"]
+
+
+def test_swissai_llama3_8b_is_refused_for_its_fork_option(capsys):
+    said = summary_error(capsys, "--megatron-args", str(SWISS), "--vocab-size", "131072")
+    assert "--trigger-path" in said
+
+
+def test_swissai_llama3_8b_without_its_fork_option(capsys, tmp_path):
+    """Without the --trigger-path line (the fork's): #SBATCH --nodes=16 --ntasks-per-node=4 under srun (64
+    processes), MBS 1 of GBS 128 (2 micro-batches), SEQ_LEN 8192 (given through DATA_ARGS' string), TP 1, PP 1,
+    bf16, the distributed optimizer; 32 layers of 4,096, FFN 14,336, 32 heads in 8 groups, untied: with a
+    131,072-token vocabulary, Llama 3 8B's 8,030,261,248 + 2 x (131,072 - 128,256) x 4,096 parameters."""
+    path = tmp_path / "submit.sh"
+    path.write_text("".join(line for line in SWISS.read_text().splitlines(keepends=True) if "--trigger-path" not in line))
+    got = summary_json(capsys, "--megatron-args", str(path), "--vocab-size", "131072")
+    layout = got["layout"]
+    assert (layout["b"], layout["l"], layout["m1"], layout["p"], layout["d"]) == (1, 8192, 1, 1, 64)
+    assert (layout["micro_batches"], layout["precision"], layout["distributed_optimizer"]) == (2, "bf16", True)
+    assert got["world_size"] == 64
+    assert got["parameters"] == 8030261248 + 2 * (131072 - 128256) * 4096 == 8053329920
