@@ -307,3 +307,9 @@ def test_swissai_llama3_8b_without_its_fork_option(capsys, tmp_path):
     assert (layout["micro_batches"], layout["precision"], layout["distributed_optimizer"]) == (2, "bf16", True)
     assert got["world_size"] == 64
     assert got["parameters"] == 8030261248 + 2 * (131072 - 128256) * 4096 == 8053329920
+
+
+def test_an_array_appended_to_a_string_keeps_the_string_first():
+    """bash: A="--a 1"; A+=(--b 2) makes A the array ("--a 1" --b 2)."""
+    assert _program('A="--seq-length 64"\nA+=(--bf16)\npython pretrain_gpt.py ${A[@]}\n') == [
+        "--seq-length", "64", "--bf16"]

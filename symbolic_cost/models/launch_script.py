@@ -427,7 +427,9 @@ def read_launch(text: str, what: str, entries=ENTRIES, inert=None) -> Launch:
         name, add, value = assignment.groups()
         if value.startswith("("):
             elements = _split(shell.expand(value[1:-1].strip(), split_arrays=False), what)
-            shell.arrays[name] = (shell.arrays.get(name, []) if add else []) + elements
+            held = shell.scalars.pop(name, None)      # NAME+=( ... ) on a string: its element 0, as bash keeps it
+            before = shell.arrays.get(name, [] if held is None else [held])
+            shell.arrays[name] = (before if add else []) + elements
         else:
             _assign(shell, name, " ".join(_words(shell, value) or [""]), add)
     if len(launches) > 1:
