@@ -313,3 +313,34 @@ def test_an_array_appended_to_a_string_keeps_the_string_first():
     """bash: A="--a 1"; A+=(--b 2) makes A the array ("--a 1" --b 2)."""
     assert _program('A="--seq-length 64"\nA+=(--bf16)\npython pretrain_gpt.py ${A[@]}\n') == [
         "--seq-length", "64", "--bf16"]
+
+
+# NeMo 1.x's megatron_qwen2_config.yaml (NVIDIA/NeMo at 9a268dd6c): its "4b" shape (40 layers of 2,560, FFN 6,912,
+# 20 heads in 20 groups, fast-swiglu, rmsnorm, bias false with qkv_bias true, untied), override_vocab_size
+# 151936 (MegatronGPTModel.model_provider_func builds the model with cfg.get('override_vocab_size',
+# padded_vocab_size): that vocabulary, not padded), micro-batch 4 of global 8 on 1 device, encoder_seq_length
+# 32768, trainer.precision bf16 with megatron_amp_O2.  megatron_bert_config.yaml (at 27de8458b) is NeMo's BERT.
+NEMO1_QWEN2 = INPUTS / "nemo1_megatron_qwen2_config.yaml"
+NEMO1_BERT = INPUTS / "nemo1_megatron_bert_config.yaml"
+
+
+def test_nemo1_qwen2_config_reads_qkv_bias_and_the_override_vocabulary(capsys):
+    """By hand: a layer 3 x 2560^2 + 3 x 2560 (Q, K, V and their biases) + 2560^2 + 3 x 2560 x 6912 + 2 x 2560;
+    40 of them, two tables of 151,936 x 2,560 and the final norm: 3,950,369,280 (Qwen1.5-4B's count)."""
+    got = summary_json(capsys, "--nemo-recipe", str(NEMO1_QWEN2))
+    layout = got["layout"]
+    assert (layout["b"], layout["micro_batches"], layout["l"], layout["d"], layout["precision"]) == (
+        4, 2, 32768, 1, "bf16")
+    layer = 3 * 2560 ** 2 + 3 * 2560 + 2560 ** 2 + 3 * 2560 * 6912 + 2 * 2560
+    assert got["parameters"] == 40 * layer + 2 * 151936 * 2560 + 2560 == 3950369280
+    assert any(n.startswith("model.override_vocab_size 151936") for n in got["notes"])
+    again = summary_json(capsys, "--nemo-recipe", str(NEMO1_QWEN2), "--vocab-size", "32000")
+    assert again["parameters"] == got["parameters"]
+
+
+def test_nemo1_other_models_are_refused_by_what_they_are(capsys, tmp_path):
+    said = summary_error(capsys, "--nemo-recipe", str(NEMO1_BERT), "--vocab-size", "30522")
+    assert "NeMo's BERT" in said and "legacy (Apex) GPT" not in said
+    mamba = tmp_path / "mamba.yaml"
+    mamba.write_text(NEMO1_QWEN2.read_text().replace("name: megatron_qwen2", "name: megatron_mamba", 1))
+    assert "NeMo's Mamba hybrid" in summary_error(capsys, "--nemo-recipe", str(mamba))
