@@ -344,3 +344,21 @@ def test_nemo1_other_models_are_refused_by_what_they_are(capsys, tmp_path):
     mamba = tmp_path / "mamba.yaml"
     mamba.write_text(NEMO1_QWEN2.read_text().replace("name: megatron_qwen2", "name: megatron_mamba", 1))
     assert "NeMo's Mamba hybrid" in summary_error(capsys, "--nemo-recipe", str(mamba))
+
+
+# torchtitan's llama3 config_registry.py at 7cec16600 (2026-04-17): llama3_405b() converts to float8 with
+# enable_fsdp_float8_all_gather=True beside TP 8 (local batch 2 of 8,192, full recomputation).  torchtitan's
+# Float8Converter gathers in float8 only where FSDP shards (enable_fsdp_float8_all_gather =
+# parallel_dims.dp_shard_enabled and ...); on 8 processes the shard degree is 1, so the switch does nothing.
+REGISTRY_7CEC166 = INPUTS / "torchtitan_python" / "7cec166" / "torchtitan" / "models" / "llama3" / "config_registry.py"
+
+
+def test_float8_gather_without_fsdp_does_nothing(capsys):
+    words = ("--torchtitan", str(REGISTRY_7CEC166), "--torchtitan-config", "llama3_405b")
+    got = summary_json(capsys, *words, "--devices", "8")
+    layout = got["layout"]
+    assert (layout["m1"], layout["d"], layout["zero"], layout["b"], layout["l"]) == (8, 1, 0, 2, 8192)
+    assert (layout["fp8"], layout["fp8_gather"], layout["recompute"]) == ("torchao-tensorwise", False, "full")
+    assert any("enable_fsdp_float8_all_gather: the data-parallel shard degree is 1" in n for n in got["notes"])
+    sharded = summary_json(capsys, *words, "--devices", "64")["layout"]
+    assert (sharded["d"], sharded["zero"], sharded["fp8_gather"]) == (8, 3, True)

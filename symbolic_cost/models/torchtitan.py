@@ -386,6 +386,11 @@ def job_setup(job: Job, name: str, world: int | None, vocab: int | None, flavors
     values, policy = layout(job, arch, world, notes)
     policy.update(precision=_precision(job, policy["zero"], notes), flash=True, optimizer=_optimizer(job, notes),
                   **float8(job, notes))
+    if policy.get("fp8_gather") and world_and_data(job, world)[2] == 1:
+        # torchtitan's Float8Converter: enable_fsdp_float8_all_gather = parallel_dims.dp_shard_enabled and ...
+        policy["fp8_gather"] = False
+        notes.append("[float8] enable_fsdp_float8_all_gather: the data-parallel shard degree is 1, so torchtitan's "
+                     "float8 converter gathers no weight in float8 (it asks dp_shard_enabled): no effect")
     policy.update(recompute(job, arch.n_layers, values[S.p], policy, notes))
     if job.first and policy.get("fp8") and policy.get("recompute") == "op":
         raise InputError("[activation_checkpoint] selective_ac_option 'op' beside float8 in torchtitan's first TOML "
