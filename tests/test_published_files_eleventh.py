@@ -147,7 +147,8 @@ def test_a_torchft_file_is_refused_for_torchft_not_for_its_settings(capsys, tmp_
     said = summary_error(capsys, "--torchtitan", str(LLAMA3_FT), "--devices", "8")
     assert "[fault_tolerance] enable = True" in said and "torchft" in said and "sync_steps" not in said
     path = tmp_path / "off.toml"
-    path.write_text(LLAMA3_FT.read_text().replace("[fault_tolerance]\nenable = true", "[fault_tolerance]\nenable = false"))
+    path.write_text(LLAMA3_FT.read_text().replace("[fault_tolerance]\nenable = true",
+                                                  "[fault_tolerance]\nenable = false"))
     layout = summary_json(capsys, "--torchtitan", str(path), "--devices", "8", "--vocab-size", "2000")["layout"]
     assert (layout["d"], layout["b"], layout["l"]) == (8, 8, 2048)
 
@@ -300,7 +301,8 @@ def test_swissai_llama3_8b_without_its_fork_option(capsys, tmp_path):
     bf16, the distributed optimizer; 32 layers of 4,096, FFN 14,336, 32 heads in 8 groups, untied: with a
     131,072-token vocabulary, Llama 3 8B's 8,030,261,248 + 2 x (131,072 - 128,256) x 4,096 parameters."""
     path = tmp_path / "submit.sh"
-    path.write_text("".join(line for line in SWISS.read_text().splitlines(keepends=True) if "--trigger-path" not in line))
+    kept = [line for line in SWISS.read_text().splitlines(keepends=True) if "--trigger-path" not in line]
+    path.write_text("".join(kept))
     got = summary_json(capsys, "--megatron-args", str(path), "--vocab-size", "131072")
     layout = got["layout"]
     assert (layout["b"], layout["l"], layout["m1"], layout["p"], layout["d"]) == (1, 8192, 1, 1, 64)
@@ -362,3 +364,24 @@ def test_float8_gather_without_fsdp_does_nothing(capsys):
     assert any("enable_fsdp_float8_all_gather: the data-parallel shard degree is 1" in n for n in got["notes"])
     sharded = summary_json(capsys, *words, "--devices", "64")["layout"]
     assert (sharded["d"], sharded["zero"], sharded["fp8_gather"]) == (8, 3, True)
+
+
+# At 7cec16600 the llama3 and qwen3 registries name a debug flavour "debugmodel_fused_qkv" (one product for Q, K
+# and V: fuse_qkv=True; the same shapes as "debugmodel" in torchtitan/models/*/__init__.py there).  Fusing
+# changes no weight and no work.
+REGISTRY_QWEN3_7CEC166 = REGISTRY_7CEC166.parents[1] / "qwen3" / "config_registry.py"
+
+
+def test_the_fused_qkv_debug_flavours_are_the_debug_models(capsys):
+    """llama3: 6 layers of dim 256 (16 heads, MLP 768), 2,048 tokens, untied: 6 x (4 x 256^2 + 3 x 256 x 768 +
+    2 x 256) + 2 x 2048 x 256 + 256.  qwen3: 8 layers of dim 256, 16 query and 8 key/value heads of 128 with
+    their norms, MLP 3,072, 2,048 tokens, tied: a layer Q (256 x 2,048), K and V (256 x 1,024 each), O
+    (2,048 x 256), the two head norms (128 each), the MLP (3 x 256 x 3,072) and two norms (256 each)."""
+    llama = summary_json(capsys, "--torchtitan", str(REGISTRY_7CEC166), "--torchtitan-config",
+                         "llama3_debugmodel_fused_qkv", "--devices", "8")
+    assert llama["parameters"] == 6 * (4 * 256 ** 2 + 3 * 256 * 768 + 2 * 256) + 2 * 2048 * 256 + 256 == 6163712
+    qwen = summary_json(capsys, "--torchtitan", str(REGISTRY_QWEN3_7CEC166), "--torchtitan-config",
+                        "qwen3_debugmodel_fused_qkv", "--devices", "8")
+    layer = 256 * 2048 + 2 * 256 * 1024 + 2048 * 256 + 2 * 128 + 3 * 256 * 3072 + 2 * 256
+    assert qwen["parameters"] == 8 * layer + 2048 * 256 + 256 == 31987968
+    assert (qwen["layout"]["b"], qwen["layout"]["l"], qwen["layout"]["d"]) == (8, 2048, 8)

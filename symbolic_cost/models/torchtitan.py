@@ -108,6 +108,7 @@ PYTHON_FLAVORS = {
     "debugmodel": dict(FLAVORS["debugmodel"], vocab=2048),
     "debugmodel_flex_attn": dict(FLAVORS["debugmodel"], vocab=2048),
     "debugmodel_varlen_attn": dict(FLAVORS["debugmodel"], vocab=2048),
+    "debugmodel_fused_qkv": dict(FLAVORS["debugmodel"], vocab=2048),
     "1B": dict(dim=2048, n_layers=16, n_heads=32, n_kv_heads=8, ffn_dim_multiplier="1.5", multiple_of=1024,
                vocab=LLAMA3_VOCAB, tied=True),
     "3B": dict(dim=3072, n_layers=28, n_heads=24, n_kv_heads=8, ffn_dim_multiplier="1.0", multiple_of=1024,
@@ -116,7 +117,9 @@ PYTHON_FLAVORS = {
 """The flavours of the Python configurations (``torchtitan/models/llama3/__init__.py`` at 9810191
 and b5bcd76): the debug model states its 2,048 tokens (the first generation also has it with flex
 and varlen attention under its own names), and the 1B and 3B (Llama 3.2's sizes, the second
-generation) tie the head to the word table (``enable_weight_tying``)."""
+generation) tie the head to the word table (``enable_weight_tying``).  ``debugmodel_fused_qkv`` (to
+2026-05; at 7cec16600) is the debug model with one product for Q, K and V (``fuse_qkv=True``): the same
+weights and work, counted as the three."""
 
 LLAMA2_VOCAB = 32000
 """Llama 2's SentencePiece tokenizer (``tokenizer.model``): 32,000 tokens."""
@@ -192,8 +195,8 @@ def check_model(job: Job) -> str:
     before this)."""
     model = job.get("model", "name", "llama3", str)
     if model not in ("llama3", "llama2", "llama"):
-        raise InputError(f"[model] name {model!r}: the reader bundles torchtitan's llama3 and llama2 (llama) flavours here; "
-                         f"give that model's config.json with --hf-config and its layout with --set", "[model] name")
+        raise InputError(f"[model] name {model!r}: the reader bundles torchtitan's llama3 and llama2 (llama) flavours "
+                         f"here; give that model's config.json with --hf-config and its layout with --set", "[model] name")
     return model
 
 
