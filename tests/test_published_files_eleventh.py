@@ -385,3 +385,20 @@ def test_the_fused_qkv_debug_flavours_are_the_debug_models(capsys):
     layer = 256 * 2048 + 2 * 256 * 1024 + 2048 * 256 + 2 * 128 + 3 * 256 * 3072 + 2 * 256
     assert qwen["parameters"] == 8 * layer + 2048 * 256 + 256 == 31987968
     assert (qwen["layout"]["b"], qwen["layout"]["l"], qwen["layout"]["d"]) == (8, 2048, 8)
+
+
+# NeMo 1.x's megatron_chatglm_config.yaml: ChatGLM2-6B's shape (28 layers of 4,096, FFN 13,696, 32 heads in 2
+# query groups, qkv_bias, rotary over half of each head, rotary_interleaved: rotating adjacent channel pairs,
+# not halves, the same work), micro-batch 4 of global 8, encoder_seq_length 32768, trainer.precision 32.
+NEMO1_CHATGLM = INPUTS / "nemo1_megatron_chatglm_config.yaml"
+
+
+def test_nemo1_chatglm_config_is_chatglm2_6b(capsys):
+    """With ChatGLM2's 65,024 tokens (a multiple of 128): a layer Q 4,096^2 + 4,096 (bias), K and V 2 x (4,096
+    x 256 + 256), O 4,096^2, the MLP 3 x 4,096 x 13,696, two norms; 28 of them, two tables and the final norm:
+    ChatGLM2-6B's 6,243,584,000."""
+    got = summary_json(capsys, "--nemo-recipe", str(NEMO1_CHATGLM), "--vocab-size", "65024")
+    layer = 4096 ** 2 + 4096 + 2 * (4096 * 256 + 256) + 4096 ** 2 + 3 * 4096 * 13696 + 2 * 4096
+    assert got["parameters"] == 28 * layer + 2 * 65024 * 4096 + 4096 == 6243584000
+    layout = got["layout"]
+    assert (layout["b"], layout["micro_batches"], layout["l"], layout["precision"]) == (4, 2, 32768, "fp32")

@@ -108,11 +108,12 @@ NO_COST = {"init_method_std", "use_scaled_init_method", "apply_query_key_layer_s
            "reduce_amax", "nccl_communicator_config_path", "fsdp_sharding_strategy", "fsdp_grad_reduce_dtype",
            "fsdp_sharded_checkpoint", "cpu_offloading_num_layers", "cpu_offloading_activations",
            "cpu_offloading_weights", "sharp", "ub_tp_comm_overlap_cfg", "overlap_p2p_comm", "gc_interval",
-           "enable_megatron_timers", "megatron_timer_kwargs", "max_position_embeddings"}
+           "enable_megatron_timers", "megatron_timer_kwargs", "max_position_embeddings", "rotary_interleaved"}
 """``model:`` keys that change no count: initialisation, loss scaling, fusions of the same work,
 logging, Python's garbage-collection interval; the rotary base; ``transformer_engine`` and
 ``use_flash_attention`` (Megatron-Core's GPT is built with Transformer Engine's layer spec either
 way: ``get_specs``; they choose NeMo's legacy model's layers); the FP8, FSDP and offload details (read only with their switch, ``INERT``);
+``rotary_interleaved`` (ChatGLM's rotation of adjacent channel pairs, not halves: the same work);
 ``overlap_p2p_comm`` (timed only under the interleaved schedule, as Megatron-LM's
 ``--overlap-p2p-communication``; noted there); ``max_position_embeddings`` (the legacy model's:
 Megatron-Core's GPT takes ``encoder_seq_length``, ``model_provider_func``)."""
