@@ -411,6 +411,17 @@ def _bridge_recipe(args):
             overrides = {}
         if isinstance(overrides, dict) and "ConfigContainer" in overrides:
             # Megatron-Bridge's performance script (scripts/performance/run_script.py) merges only this subtree
+            beside = [key for key in overrides if key != "ConfigContainer"]
+            if "perf_matrix" in beside:
+                raise InputError(f"{args.nemo_recipe}: perf_matrix: Megatron-Bridge's performance script applies "
+                                 f"one of its entries (by GPU, GPU count and compute dtype: its command line's "
+                                 f"choice, which the file does not make) over ConfigContainer, changing the "
+                                 f"layout and batch; the reader does not choose one: give that entry's values with "
+                                 f"--set, or write them under ConfigContainer", "--nemo-recipe")
+            if beside:
+                raise InputError(f"{args.nemo_recipe}: {beside[0]} beside ConfigContainer: the performance script "
+                                 f"merges ConfigContainer alone, and the reader does not read {beside[0]!r}",
+                                 "--nemo-recipe")
             overrides = overrides["ConfigContainer"] or {}
         if not isinstance(overrides, dict):
             raise InputError(f"{args.nemo_recipe}: a Megatron-Bridge override YAML is a mapping of sections",

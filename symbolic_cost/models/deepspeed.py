@@ -326,6 +326,33 @@ def persistence_note(zero: dict) -> str:
             f"rank; counted sharded")
 
 
+def smallest_matrix(arch) -> int | None:
+    """The elements of ``arch``'s smallest weight matrix among the key/value projections (``e x kv_heads x
+    head_dim``) and the MLP's (``e x f``), or ``None`` where they are not plain numbers (latent attention,
+    experts, symbols): the tensors a ZeRO-3 persistence threshold at or above it keeps whole."""
+    if getattr(arch.attention, "latent", None) is not None or arch.feedforward.moe is not None:
+        return None
+    sizes = [sympify(arch.e) * arch.kv * arch.head_size, sympify(arch.e) * sympify(arch.feedforward.f)]
+    sizes = [size for size in sizes if size.is_Integer]
+    return int(min(sizes)) if sizes else None
+
+
+def check_persistence(zero: dict, arch) -> None:
+    """Refuse a ZeRO-3 ``stage3_param_persistence_threshold`` (or its alias) at or above ``arch``'s smallest
+    weight matrix (``smallest_matrix``): DeepSpeed then keeps weight matrices whole on every rank, which the
+    library shards (``persistence_note`` notes the small tensors, norms and biases, it also shards)."""
+    value = zero.get("stage3_param_persistence_threshold", zero.get("param_persistence_threshold"))
+    if value is None or value == "auto" or arch is None:
+        return
+    smallest, number = smallest_matrix(arch), Fraction(str(value))
+    if smallest is not None and number >= smallest:
+        said = f"{int(number):,}" if number.denominator == 1 else str(value)
+        raise InputError(f"zero_optimization.stage3_param_persistence_threshold {said}: DeepSpeed keeps every "
+                         f"parameter of fewer elements whole on every rank (never partitioned), here weight matrices "
+                         f"too (the model's smallest has {smallest:,}), which the library shards: not modelled",
+                         "zero_optimization.stage3_param_persistence_threshold")
+
+
 def _old_switch(zero: dict, key: str) -> bool:
     """One of ZeRO's deprecated offload switches (``Optional[bool]`` in DeepSpeed's config): absent
     or null is off, else a boolean as pydantic reads it (``"true"`` and 1 on, -1 refused)."""
@@ -379,8 +406,13 @@ def deepspeed_setup(text: str, name: str, arch, world: int | None, given: dict, 
     if stage not in (0, 1, 2, 3):
         raise InputError(f"zero_optimization.stage must be 0, 1, 2 or 3, got {stage!r}", "zero_optimization.stage")
     if _boolean(config.get("torch_autocast", {}).get("enabled", False), "torch_autocast.enabled"):
-        raise InputError("torch_autocast.enabled: DeepSpeed's autocast of the forward is not modelled; "
-                         "give the precision with bf16 or fp16", "torch_autocast.enabled")
+        beside = [kind for kind in ("bf16", "fp16") if config.get(kind, {}).get("enabled", False) not in
+                  (False, 0, "false", "False", "FALSE")]
+        raise InputError("torch_autocast.enabled: DeepSpeed's autocast of the forward (the ops autocast keeps in "
+                         "fp32 beside the 16-bit products) is not modelled; "
+                         + (f"the file sets {beside[0]}.enabled too, whose 16-bit training the library models: "
+                            f"remove torch_autocast to count that" if beside else
+                            "give the precision with bf16 or fp16"), "torch_autocast.enabled")
     if _boolean(config.get("activation_checkpointing", {}).get("cpu_checkpointing", False),
                 "activation_checkpointing.cpu_checkpointing"):
         raise InputError("activation_checkpointing.cpu_checkpointing: checkpoints moved to the host are not modelled",
@@ -388,6 +420,8 @@ def deepspeed_setup(text: str, name: str, arch, world: int | None, given: dict, 
     micro, accum, dp = batch(config, world, given)
     tp, ends = autotp(config.get("tensor_parallel"), arch, dp, notes)
     policy = dict(zero=stage, precision=precision(config, command), **zero_policy(zero, stage, notes))
+    if stage == 3:
+        check_persistence(zero, arch)
     kind = config.get("optimizer", {}).get("type")
     if kind is not None:
         policy["optimizer"] = _optimizer(kind, config["optimizer"].get("params", {}), stage, notes)

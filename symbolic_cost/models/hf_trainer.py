@@ -276,7 +276,7 @@ def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int |
     sixteen_bit = None
     pissa = is_llamafactory(args) and text_flag(args.get("pissa_init", False), "pissa_init")
     if is_llamafactory(args):           # its own fields as the TRL recipe they amount to (models.llamafactory)
-        own, trainer, sixteen_bit, factory_notes = llamafactory_recipe(args, trainer, checkpoint)
+        own, trainer, sixteen_bit, factory_notes = llamafactory_recipe(args, trainer, checkpoint, world)
         args.update(own)
         defaults = factory_notes
     trainer = trainer or "sft"

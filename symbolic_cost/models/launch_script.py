@@ -491,9 +491,11 @@ def read_launch(text: str, what: str, entries=ENTRIES, inert=None) -> Launch:
         name, add, value = assignment.groups()
         if value.startswith("("):
             elements = _split(shell.expand(value[1:-1].strip(), split_arrays=False), what)
-            shell.arrays[name] = (shell.arrays.get(name, []) if add else []) + elements
+            held = shell.scalars.pop(name, None)      # NAME+=( ... ) on a string: its element 0, as bash keeps it
+            before = shell.arrays.get(name, [] if held is None else [held])
+            shell.arrays[name] = (before if add else []) + elements
         else:
-            shell.scalars[name] = " ".join(_words(shell, value) or [""])
+            _assign(shell, name, " ".join(_words(shell, value) or [""]), add)
     if len(launches) > 1:
         raise InputError(f"{what}: more than one launch ({launches[0][0]}, {launches[1][0]}); keep one", what)
     if not launches:
@@ -771,6 +773,19 @@ def _split(text: str, what: str, comments: bool = False) -> list:
         return split_words(text, comments=comments)
     except ValueError:
         raise InputError(f"{what}: a quote in {text.strip()[:60]!r} is not closed", what) from None
+
+
+def _assign(shell: _Shell, name: str, value: str, add: str) -> None:
+    """``NAME=value`` or ``NAME+=value`` (``add``) of a string, as bash assigns it: ``+=`` appends to the
+    string there (``OPTS+=" --bf16"``: the options before kept); on an array it sets (or extends) its
+    element 0 and keeps the others (``ARGS="${ARGS[@]} --mock-data"``: ``$ARGS`` is then that string,
+    ``"${ARGS[@]}"`` it and the old elements after it)."""
+    if name in shell.arrays:
+        elements = shell.arrays[name]
+        first = (elements[0] if elements else "") + value if add else value
+        shell.arrays[name] = [first, *elements[1:]]
+    else:
+        shell.scalars[name] = shell.scalars.get(name, "") + value if add else value
 
 
 def _words(shell: _Shell, text: str) -> list | None:

@@ -60,6 +60,7 @@ MULTIMODAL = ("image_max_pixels", "image_min_pixels", "video_max_pixels", "video
 """Fields of a model with vision or audio inputs, which the library does not model (refused)."""
 
 NO_COST = {
+    "ray_init_kwargs", "master_addr", "master_port",
     "model_name_or_path", "trust_remote_code", "do_train", "dataset", "eval_dataset", "dataset_dir", "media_dir",
     "template", "max_samples", "overwrite_cache", "preprocessing_num_workers", "preprocessing_batch_size",
     "tokenized_path", "val_size", "eval_num_beams", "ignore_pad_token_for_loss", "mix_strategy", "interleave_probs",
@@ -109,7 +110,6 @@ REFUSED = {
     "use_kt": "KTransformers' CPU experts are not modelled",
     "use_v1_kernels": "LLaMA-Factory's fused kernels are not modelled",
     "fp8": "LLaMA-Factory's FP8 through accelerate (which linear layers accelerate converts) is not modelled",
-    "ray_num_workers": "a Ray launch is not read: give the devices with --devices",
 }
 """Fields that change the cost in ways not modelled, refused where set (true or non-empty)."""
 
@@ -184,12 +184,14 @@ def check_training(args: dict) -> None:
                          "model_name_or_path")
 
 
-def recipe(args: dict, trainer: str | None, checkpoint: str | None = None) -> tuple[dict, str, bool | None, list]:
+def recipe(args: dict, trainer: str | None, checkpoint: str | None = None,
+           world: int | None = None) -> tuple[dict, str, bool | None, list]:
     """``(recipe, trainer, sixteen_bit, notes)``: ``args`` (a LLaMA-Factory YAML as read; its own fields
     taken out in place) as the TRL recipe fields it amounts to, the trainer its stage runs, whether
     a reference's copy loads in 16 bits (the checkpoint's dtype: ``checkpoint``, the one the model's
     ``config.json`` states, ``trl_recipe.auto_dtype``; ``None`` where the recipe's ``torch_dtype``
-    says it), and the notes.  ``trainer``: the ``--trl-trainer`` given, refused (the stage decides it).
+    says it), and the notes.  ``trainer``: the ``--trl-trainer`` given, refused (the stage decides it);
+    ``world``: the devices given (``--devices``), which a Ray launch's ``ray_num_workers`` needs (``_ray``).
 
     >>> args = {"stage": "sft", "do_train": True, "finetuning_type": "lora", "output_dir": "x", "bf16": True}
     >>> recipe(args, None)[:3], args
@@ -199,7 +201,8 @@ def recipe(args: dict, trainer: str | None, checkpoint: str | None = None) -> tu
         raise InputError(f"--trl-trainer {trainer}: a LLaMA-Factory configuration's stage decides the trainer",
                          "--trl-trainer")
     check_training(args)
-    own = {key: args.pop(key) for key in list(args) if key in NO_COST or key in REFUSED or key == "use_dft_loss"}
+    own = {key: args.pop(key) for key in list(args)
+           if key in NO_COST or key in REFUSED or key in ("use_dft_loss", "ray_num_workers")}
     for key, why in REFUSED.items():
         if own.get(key) not in (None, False, "", [], {}):
             raise InputError(f"{key}: {why}", key)
@@ -220,7 +223,7 @@ def recipe(args: dict, trainer: str | None, checkpoint: str | None = None) -> tu
         out["enable_liger_kernel"] = True
         if stage not in ("pt", "sft"):              # its trainer needs the logits: Liger's cross-entropy instead
             out["liger_kernel_config"] = {"fused_linear_cross_entropy": False, "cross_entropy": True}
-    notes = [f"LLaMA-Factory's stage {stage}, {own.get('finetuning_type', 'lora')} fine-tuning"]
+    notes = [f"LLaMA-Factory's stage {stage}, {own.get('finetuning_type', 'lora')} fine-tuning"] + _ray(own, world)
     if _flag(own, "use_dft_loss", False):
         notes.append(_dft(stage, out))
     loss = _word(own, "pref_loss", "sigmoid")
@@ -237,6 +240,24 @@ def recipe(args: dict, trainer: str | None, checkpoint: str | None = None) -> tu
     elif pairs and not reference_free and not out.get("use_peft"):     # the reference, loaded with auto
         sixteen_bit = auto_dtype(checkpoint, notes, "the reference") in ("bfloat16", "float16")
     return out, "orpo" if reference_free else "dpo" if pairs else "sft", sixteen_bit, notes
+
+
+def _ray(own: dict, world: int | None) -> list:
+    """``ray_num_workers`` (``RayArguments``, 1): under ``USE_RAY=1`` LLaMA-Factory starts that many
+    workers, one a device (``train/tuner.py``: ``_ray_training_function``); without it the launcher's
+    processes train and the field does nothing.  The file does not say which launch runs it, so above 1
+    it needs ``--devices`` (refused without), and is noted beside it."""
+    workers = own.get("ray_num_workers", 1)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise InputError(f"ray_num_workers must be a count of at least 1, got {workers!r}", "ray_num_workers")
+    if workers == 1:
+        return []
+    if world is None:
+        raise InputError(f"ray_num_workers {workers}: LLaMA-Factory starts {workers} workers, one a device, under Ray "
+                         f"(USE_RAY=1), and the launcher's processes without it; the file does not say which launch "
+                         f"runs it: give --devices ({workers} under Ray)", "ray_num_workers")
+    return [f"ray_num_workers {workers}: the workers of a Ray launch (USE_RAY=1), one a device; counted on --devices "
+            f"{world}" + ("" if world == workers else f" (the launch without Ray: not the {workers} of Ray's)")]
 
 
 def _tuning(own: dict, args: dict) -> dict:

@@ -522,11 +522,24 @@ def architecture(c: Container, name: str) -> Architecture:
 
 
 def fp32_gradients_note(c: Container) -> list:
-    """A note when ``ddp.grad_reduce_in_fp32`` (Megatron-Core's fp32 main gradients) is on: the bytes
-    follow ``--conventions`` (``mixed_precision`` megatron counts them), as from Megatron-LM's arguments."""
-    if not c.get("ddp", "grad_reduce_in_fp32", False, bool):
+    """A note when Megatron-Core's fp32 main gradients are on: the bytes follow ``--conventions``
+    (``mixed_precision`` megatron counts them), as from Megatron-LM's arguments.  The switch is
+    ``ddp.grad_reduce_in_fp32``, unless a ``mixed_precision`` mapping states its own, which
+    Megatron-Bridge copies onto the DDP config (``MixedPrecisionConfig.setup``:
+    ``update_config_with_precision_overrides``), as the performance YAMLs' ``false`` does."""
+    table = c.data.get("mixed_precision")
+    ddp = c.get("ddp", "grad_reduce_in_fp32", False, bool)
+    if isinstance(table, dict) and table.get("grad_reduce_in_fp32") is not None:
+        on, where = c.get("mixed_precision", "grad_reduce_in_fp32", True, bool), "mixed_precision.grad_reduce_in_fp32"
+        if ddp and not on:
+            return ["mixed_precision.grad_reduce_in_fp32 false replaces ddp.grad_reduce_in_fp32 true (Megatron-Bridge "
+                    "copies it onto the DDP config): gradients accumulated and reduced in 16 bits; their bytes follow "
+                    "--conventions (mixed_precision 'zero' counts 2 per parameter)"]
+    else:
+        on, where = ddp, "ddp.grad_reduce_in_fp32"
+    if not on:
         return []
-    return ["ddp.grad_reduce_in_fp32: Megatron-Core accumulates and reduces fp32 main gradients; their bytes follow "
+    return [f"{where}: Megatron-Core accumulates and reduces fp32 main gradients; their bytes follow "
             "--conventions (the mixed_precision='megatron' convention counts them)"]
 
 

@@ -23,6 +23,7 @@ NeMo 1.x key (NeMo's default)                   Megatron-LM option
 ``model.activation`` (gelu)                     swiglu, fast-swiglu: ``--swiglu``; squared-relu
 ``model.normalization`` (layernorm)             rmsnorm: ``--normalization RMSNorm``
 ``model.bias`` (true)                           false: ``--disable-bias-linear``
+``model.qkv_bias`` (false)                      true: ``--add-qkv-bias`` (``add_qkv_bias``)
 ``model.position_embedding_type``               rope: ``--position-embedding-type rope``,
 (learned_absolute), ``rotary_percentage`` (1)   ``--rotary-percent``
 ``model.share_embeddings_and_output_weights``   false: ``--untie-embeddings-and-output-weights``
@@ -34,6 +35,8 @@ NeMo 1.x key (NeMo's default)                   Megatron-LM option
 ``model.make_vocab_size_divisible_by`` (128)    ``--make-vocab-size-divisible-by``
 ``model.tokenizer`` (library, type)             megatron GPT2BPETokenizer: GPT-2's 50,257;
                                                 others: ``--vocab-size`` on the command line
+``model.override_vocab_size`` (null)            ``--padded-vocab-size``: the model's vocabulary
+                                                as given, not padded; the tokenizer's unused
 ``model.micro_batch_size``,                     ``--micro-batch-size``, ``--global-batch-size``
 ``global_batch_size`` (required)
 ``model.tensor_model_parallel_size``,           ``--tensor-model-parallel-size``,
@@ -86,10 +89,10 @@ TRAINER_NO_COST = {"accelerator", "logger", "enable_checkpointing", "use_distrib
 READ = {"micro_batch_size", "global_batch_size", "tensor_model_parallel_size", "pipeline_model_parallel_size",
         "virtual_pipeline_model_parallel_size", "context_parallel_size", "sequence_parallel", "encoder_seq_length",
         "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
-        "num_query_groups", "kv_channels", "hidden_dropout", "attention_dropout", "normalization", "bias",
+        "num_query_groups", "kv_channels", "hidden_dropout", "attention_dropout", "normalization", "bias", "qkv_bias",
         "activation", "position_embedding_type", "rotary_percentage", "share_embeddings_and_output_weights",
-        "make_vocab_size_divisible_by", "tokenizer", "megatron_amp_O2", "activations_checkpoint_granularity",
-        "activations_checkpoint_method", "activations_checkpoint_num_layers", "optim", "data", "mcore_gpt",
+        "make_vocab_size_divisible_by", "override_vocab_size", "tokenizer", "megatron_amp_O2",
+        "activations_checkpoint_granularity", "activations_checkpoint_method", "activations_checkpoint_num_layers", "optim", "data", "mcore_gpt",
         "enable_cuda_graph", "use_te_rng_tracker"}
 """``model:`` keys read into options (``OPTIONS``)."""
 
@@ -105,11 +108,12 @@ NO_COST = {"init_method_std", "use_scaled_init_method", "apply_query_key_layer_s
            "reduce_amax", "nccl_communicator_config_path", "fsdp_sharding_strategy", "fsdp_grad_reduce_dtype",
            "fsdp_sharded_checkpoint", "cpu_offloading_num_layers", "cpu_offloading_activations",
            "cpu_offloading_weights", "sharp", "ub_tp_comm_overlap_cfg", "overlap_p2p_comm", "gc_interval",
-           "enable_megatron_timers", "megatron_timer_kwargs", "max_position_embeddings"}
+           "enable_megatron_timers", "megatron_timer_kwargs", "max_position_embeddings", "rotary_interleaved"}
 """``model:`` keys that change no count: initialisation, loss scaling, fusions of the same work,
 logging, Python's garbage-collection interval; the rotary base; ``transformer_engine`` and
 ``use_flash_attention`` (Megatron-Core's GPT is built with Transformer Engine's layer spec either
 way: ``get_specs``; they choose NeMo's legacy model's layers); the FP8, FSDP and offload details (read only with their switch, ``INERT``);
+``rotary_interleaved`` (ChatGLM's rotation of adjacent channel pairs, not halves: the same work);
 ``overlap_p2p_comm`` (timed only under the interleaved schedule, as Megatron-LM's
 ``--overlap-p2p-communication``; noted there); ``max_position_embeddings`` (the legacy model's:
 Megatron-Core's GPT takes ``encoder_seq_length``, ``model_provider_func``)."""
@@ -128,7 +132,6 @@ INERT = {"fp8": (False, "FP8 training through NeMo's Transformer Engine recipe i
          "fp16_lm_cross_entropy": (False, "a 16-bit cross-entropy is not modelled"),
          "use_emha": (False, "NeMo's fused multi-head attention (not supported, says the file) is not read"),
          "seq_len_interpolation_factor": (None, "rotary interpolation is read as plain rotary positions; unset it"),
-         "override_vocab_size": (None, "a vocabulary given past the tokenizer is not read; give --vocab-size"),
          "apply_embedding_scaling": (False, "the embedding's scaling by the root of the hidden size is not read"),
          "num_micro_batches_with_partial_activation_checkpoints": (None, "partial recomputation over micro-batches "
                                                                    "is not modelled"),
@@ -137,6 +140,12 @@ INERT = {"fp8": (False, "FP8 training through NeMo's Transformer Engine recipe i
          "ffn_dropout": (0.0, "Megatron-Core's GPT has no dropout inside the MLP (NeMo's legacy model's); set it "
                               "to 0"),
          "megatron_legacy": (False, "NeMo's legacy Megatron model is not read"),
+         "restore_from_path": (None, "a .nemo file restored into the model (its own configuration, which may "
+                                     "differ from this file's, travels with it) is not read; give the layout with "
+                                     "--preset and --set"),
+         "restore_from_ckpt": (None, "a checkpoint restored into the model (its own configuration, which may "
+                                     "differ from this file's, travels with it) is not read; give the layout with "
+                                     "--preset and --set"),
          "num_moe_experts": (None, "NeMo 1.x experts are not read; give the model with --hf-config"),
          "moe_router_topk": (None, "NeMo 1.x experts are not read; give the model with --hf-config")}
 """``model:`` keys accepted at one value (NeMo's default), refused at any other with the reason."""
@@ -235,6 +244,28 @@ def _switch(value, where: str) -> bool:
     return value
 
 
+OTHER_MODELS = {"bert": "BERT (megatron_bert_pretraining.py)", "t5": "T5 (megatron_t5_pretraining.py)",
+                "bart": "BART (megatron_bart_pretraining.py)", "ul2": "UL2, a T5 (megatron_t5_pretraining.py)",
+                "t0": "T0, a T5 (megatron_t0_finetuning.py)", "retro": "RETRO (megatron_retro_pretraining.py)",
+                "mamba": "Mamba hybrid (megatron_mamba_pretraining.py)",
+                "griffin": "Griffin, RecurrentGemma's (megatron_griffin_pretraining.py)"}
+"""NeMo 1.x models other than its GPT, by the word of the configuration's ``name`` (``megatron_bert``,
+``fine_tune_retro``; ``examples/nlp/language_modeling/conf`` at NeMo 8cfedd7) and the program that trains
+them; ``model.mcore_bert`` and ``mcore_t5`` name BERT and T5 too.  Refused by what they are."""
+
+
+def other_model(data: dict, model: dict, name: str) -> None:
+    """Refuse a NeMo 1.x configuration of a model other than GPT (``OTHER_MODELS``), naming it, before
+    any key of its own is refused as unknown (Mamba's, Griffin's and RETRO's say ``mcore_gpt: true``)."""
+    stated = data.get("name")
+    words = re.findall(r"[a-z0-9]+", stated.lower()) if isinstance(stated, str) else []
+    for word in [w for w in words if w in OTHER_MODELS] + [k[len("mcore_"):] for k in ("mcore_bert", "mcore_t5")
+                                                            if k in model]:
+        raise InputError(f"name {stated!r}: {name} is {GENERATION} of NeMo's {OTHER_MODELS[word]}, which is not "
+                         f"read; the reader reads NeMo's GPT (megatron_gpt_pretraining.py, mcore_gpt: true)",
+                         "name" if word in words else f"model.mcore_{word}")
+
+
 def _world(trainer: dict, world: int | None, notes: list) -> int | None:
     """``trainer.devices x trainer.num_nodes`` (Lightning's), replaced by ``world`` (``--devices``)."""
     devices, nodes = trainer.get("devices", 1), trainer.get("num_nodes", 1)
@@ -263,6 +294,7 @@ def nemo1_options(data: dict, name: str, vocab: int | None, notes: list) -> list
 
     def get(key, default=None):
         return _resolve(model.get(key, default), f"model.{key}", model, data)
+    other_model(data, model, name)
     if not _switch(get("mcore_gpt", False), "model.mcore_gpt"):
         raise InputError(f"model.mcore_gpt {get('mcore_gpt', False)!r}: {name} is {GENERATION} of NeMo's legacy (Apex) "
                          f"GPT model, which is not read; the reader reads Megatron-Core's (mcore_gpt: true)",
@@ -333,6 +365,8 @@ def nemo1_options(data: dict, name: str, vocab: int | None, notes: list) -> list
     words += ["--normalization", "RMSNorm" if norm.lower() == "rmsnorm" else "LayerNorm"]
     if not _switch(get("bias", True), "model.bias"):
         words.append("--disable-bias-linear")
+    if _switch(get("qkv_bias", False), "model.qkv_bias"):      # build_transformer_config: add_qkv_bias
+        words.append("--add-qkv-bias")
     activation = get("activation", "gelu")
     if not _among(activation, ACTIVATIONS):
         raise InputError(f"model.activation {activation!r}: the reader reads {', '.join(ACTIVATIONS)}",
@@ -372,7 +406,15 @@ def nemo1_options(data: dict, name: str, vocab: int | None, notes: list) -> list
     else:
         notes += [f"model.optim.{key}: Apex's distributed Adam's; {kind} ignores it" for key in DISTRIBUTED_OVERLAPS
                   if key in optim]
-    words += _tokenizer(_check(model.get("tokenizer"), TOKENIZER_KEYS, "model.tokenizer"), vocab)
+    tokenizer = _check(model.get("tokenizer"), TOKENIZER_KEYS, "model.tokenizer")
+    override = get("override_vocab_size")
+    if override is None:
+        words += _tokenizer(tokenizer, vocab)
+    else:       # MegatronGPTModel.model_provider_func: vocab_size=cfg.get('override_vocab_size', padded_vocab_size)
+        words += ["--tokenizer-type", "NeMoTokenizer", "--padded-vocab-size",
+                  str(_integer(override, "model.override_vocab_size"))]
+        notes.append(f"model.override_vocab_size {override}: the model's vocabulary as NeMo builds it (not padded, "
+                     f"the tokenizer's size unused)" + (f"; --vocab-size {vocab} changes nothing" if vocab else ""))
     return words + _graph_words(get)
 
 
@@ -412,6 +454,8 @@ def nemo1_setup(data: dict, name: str, world: int | None = None, vocab: int | No
     notes = [f"{name}: {GENERATION}, read as the Megatron-LM options of Megatron-Core's GPT that NeMo builds"]
     words = nemo1_options(data, name, vocab, notes)
     world = _world(_check(data.get("trainer"), TRAINER_NO_COST, "trainer"), world, notes)
-    found = megatron_setup(Launch(launcher=[], entry="pretrain_gpt.py", program=words), name, world=world, vocab=vocab)
+    overridden = "--padded-vocab-size" in words          # model.override_vocab_size decides the vocabulary
+    found = megatron_setup(Launch(launcher=[], entry="pretrain_gpt.py", program=words), name, world=world,
+                           vocab=None if overridden else vocab)
     found.notes[:0] = notes
     return found

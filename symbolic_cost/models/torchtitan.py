@@ -108,6 +108,7 @@ PYTHON_FLAVORS = {
     "debugmodel": dict(FLAVORS["debugmodel"], vocab=2048),
     "debugmodel_flex_attn": dict(FLAVORS["debugmodel"], vocab=2048),
     "debugmodel_varlen_attn": dict(FLAVORS["debugmodel"], vocab=2048),
+    "debugmodel_fused_qkv": dict(FLAVORS["debugmodel"], vocab=2048),
     "1B": dict(dim=2048, n_layers=16, n_heads=32, n_kv_heads=8, ffn_dim_multiplier="1.5", multiple_of=1024,
                vocab=LLAMA3_VOCAB, tied=True),
     "3B": dict(dim=3072, n_layers=28, n_heads=24, n_kv_heads=8, ffn_dim_multiplier="1.0", multiple_of=1024,
@@ -116,7 +117,9 @@ PYTHON_FLAVORS = {
 """The flavours of the Python configurations (``torchtitan/models/llama3/__init__.py`` at 9810191
 and b5bcd76): the debug model states its 2,048 tokens (the first generation also has it with flex
 and varlen attention under its own names), and the 1B and 3B (Llama 3.2's sizes, the second
-generation) tie the head to the word table (``enable_weight_tying``)."""
+generation) tie the head to the word table (``enable_weight_tying``).  ``debugmodel_fused_qkv`` (to
+2026-05; at 7cec16600) is the debug model with one product for Q, K and V (``fuse_qkv=True``): the same
+weights and work, counted as the three."""
 
 LLAMA2_VOCAB = 32000
 """Llama 2's SentencePiece tokenizer (``tokenizer.model``): 32,000 tokens."""
@@ -140,6 +143,27 @@ LLAMA2_FLAVORS = {
 llama3's flavours (``ModelArgs``: ``multiple_of`` 256, ``n_kv_heads`` None, as many as the heads),
 the vocabulary Llama 2's tokenizer's (the debug model's its test tokenizer's, given on the command
 line)."""
+
+LLAMA_FLAVORS = {
+    "debugmodel": dict(FLAVORS["debugmodel"], n_layers=2),
+    "7B": LLAMA2_FLAVORS["7B"],
+    "13B": LLAMA2_FLAVORS["13B"],
+    "26B": LLAMA2_FLAVORS["26B"],
+    "40B": LLAMA2_FLAVORS["26B"],
+    "271M": LLAMA2_FLAVORS["271M"],
+    "70B": LLAMA2_FLAVORS["70B"],
+}
+"""torchtitan's first ``llama_configs`` (``[model] name = "llama"``, from its first files, then named
+torchtrain, 2024-02, until df2dcc746, 2024-04-19, which renamed the model ``llama2`` beside the new
+``llama3``; ``torchtitan/models/llama/__init__.py`` at bfe999877, ``torchtrain/models/llama/__init__.py``
+at d5c27a94c): Llama 2's ``ModelArgs`` and SentencePiece tokenizer, the flavours of ``LLAMA2_FLAVORS``
+(``40B``, the name of d5c27a94c, the same arguments as ``26B``), but a debug model of 2 layers.  ``1B``
+is refused (``LLAMA_AMBIGUOUS``): it named two models in those weeks."""
+
+LLAMA_AMBIGUOUS = {"1B": "dim 1024, 16 layers, 8 heads until 2024-03 (torchtrain d5c27a94c) and dim 2048, 18 "
+                         "layers, 16 heads after (torchtitan bfe999877, where the first is 271M)"}
+"""Flavours of ``[model] name = "llama"`` whose arguments changed while the name stood, with the two
+meanings: a file holds no date to tell them apart."""
 
 EARLY_DEBUG_LAYERS = 8
 """The debug model's layers until torchtitan f64cf3c18 (2025-04-15) made them 6 (``llama3_configs``
@@ -170,9 +194,9 @@ def check_model(job: Job) -> str:
     before any key that only it would explain (``torchtitan_setup`` reads the other bundled models
     before this)."""
     model = job.get("model", "name", "llama3", str)
-    if model not in ("llama3", "llama2"):
-        raise InputError(f"[model] name {model!r}: the reader bundles torchtitan's llama3 and llama2 flavours here; "
-                         f"give that model's config.json with --hf-config and its layout with --set", "[model] name")
+    if model not in ("llama3", "llama2", "llama"):
+        raise InputError(f"[model] name {model!r}: the reader bundles torchtitan's llama3 and llama2 (llama) flavours "
+                         f"here; give that model's config.json with --hf-config and its layout with --set", "[model] name")
     return model
 
 
@@ -180,8 +204,12 @@ def architecture(job: Job, name: str, seq: int, vocab: int | None, notes: list, 
     """The Llama 3 of ``[model] flavor`` (of ``flavors``; a llama2 model's of ``LLAMA2_FLAVORS``), its
     vocabulary and context."""
     model = check_model(job)
-    flavors = LLAMA2_FLAVORS if model == "llama2" else flavors
+    flavors = {"llama2": LLAMA2_FLAVORS, "llama": LLAMA_FLAVORS}.get(model, flavors)
     flavor = job.get("model", "flavor", "debugmodel", str)
+    if model == "llama" and flavor in LLAMA_AMBIGUOUS:
+        raise InputError(f"[model] flavor {flavor!r} of [model] name 'llama': torchtitan's first llama flavours gave "
+                         f"that name two models, {LLAMA_AMBIGUOUS[flavor]}, and the file does not say which; give "
+                         f"the model with --hf-config and its layout with --set", "[model] flavor")
     if flavor not in flavors:
         raise InputError(f"[model] flavor {flavor!r}: the reader bundles {', '.join(flavors)}", "[model] flavor")
     a = flavors[flavor]
@@ -292,7 +320,7 @@ def torchtitan_setup(text: str, name: str, world: int | None = None, vocab: int 
     flavour as the last TOML generation defined it (``TOML_FLAVORS``)."""
     job = Job(text, name)
     model = job.get("model", "name", "llama3", str)
-    if model in ("llama3", "llama2"):
+    if model in ("llama3", "llama2", "llama"):
         return sdpa_attention(job_setup(job, name, world, vocab), gpu)
     from symbolic_cost.models.torchtitan_models import toml_architecture
     flavor = job.get("model", "flavor", "debugmodel", str)
@@ -361,6 +389,11 @@ def job_setup(job: Job, name: str, world: int | None, vocab: int | None, flavors
     values, policy = layout(job, arch, world, notes)
     policy.update(precision=_precision(job, policy["zero"], notes), flash=True, optimizer=_optimizer(job, notes),
                   **float8(job, notes))
+    if policy.get("fp8_gather") and world_and_data(job, world)[2] == 1:
+        # torchtitan's Float8Converter: enable_fsdp_float8_all_gather = parallel_dims.dp_shard_enabled and ...
+        policy["fp8_gather"] = False
+        notes.append("[float8] enable_fsdp_float8_all_gather: the data-parallel shard degree is 1, so torchtitan's "
+                     "float8 converter gathers no weight in float8 (it asks dp_shard_enabled): no effect")
     policy.update(recompute(job, arch.n_layers, values[S.p], policy, notes))
     if job.first and policy.get("fp8") and policy.get("recompute") == "op":
         raise InputError("[activation_checkpoint] selective_ac_option 'op' beside float8 in torchtitan's first TOML "

@@ -11,6 +11,7 @@ from symbolic_cost.checks import InputError, file_text
 NO_COST = {
     "job": "*", "profiling": "*", "metrics": "*", "lr_scheduler": "*", "checkpoint": "*", "comm": "*",
     "memory_estimation": "*", "validation": "*", "compile": "*", "float8": "*", "quantize": "*", "mx": "*",
+    "fault_tolerance": "*",
     "model": {"tokenizer_path", "hf_assets_path", "print_after_conversion"},
     "optimizer": {"lr", "beta1", "beta2", "eps", "weight_decay"},
     "training": {"max_norm", "steps", "dataset", "dataset_path", "compile", "gc_freq", "gc_debug", "seed",
@@ -20,7 +21,9 @@ NO_COST = {
 }
 """Keys that change no count (``"*"``: every key of the section).  The float8, quantize and mx
 sections only configure a converter; ``models.torchtitan.float8`` reads float8's when
-``[model] converters`` names it, and refuses the others."""
+``[model] converters`` names it, and refuses the others.  ``[fault_tolerance]`` configures torchft,
+which acts only with its ``enable``, refused when true (``models.torchtitan.job_setup``), so that a
+torchft file is told so, not refused for a key such as ``sync_steps``."""
 
 READ = {
     "model": {"name", "flavor", "converters", "moe_comm_backend"},
@@ -78,8 +81,18 @@ PIPELINE_KEYS = ("pipeline_parallel_microbatches", "pipeline_parallel_split_poin
 
 
 SWITCHES = (("training", "enable_loss_parallel"), ("training", "disable_loss_parallel"),
-            ("float8", "enable_float8_linear"), ("training", "fp8_linear"))
-"""First-generation switches ``_switch`` reads (``fp8_linear``: a string, ``_fp8_linear``)."""
+            ("float8", "enable_float8_linear"), ("training", "fp8_linear"), ("training", "enable_fp8_linear"),
+            ("training", "enable_float8_linear"), ("training", "enable_fsdp_fp8_all_gather"),
+            ("training", "enable_fsdp_float8_all_gather"), ("training", "precompute_float8_dynamic_scale_for_fsdp"))
+"""First-generation switches ``_switch`` reads (``fp8_linear``: a string, ``_fp8_linear``; the
+``[training]`` float8 switches of July 2024: ``_training_float8``)."""
+
+TRAINING_FLOAT8 = {"enable_fp8_linear": "a4b2ee3c0 (2024-07-16) to 69fe8defc (2024-07-17)",
+                   "enable_float8_linear": "69fe8defc (2024-07-17) to 40f79d79f (2024-07-31)"}
+"""The ``[training]`` switches of float8 in the weeks between ``fp8_linear`` and the ``[float8]`` section
+(``torchtitan/config_manager.py`` there), with their span; beside them ``[training]
+enable_fsdp_fp8_all_gather`` (``enable_fsdp_float8_all_gather`` from 69fe8defc) and
+``precompute_float8_dynamic_scale_for_fsdp``, which act only on float8's layers."""
 
 
 def first_generation(data: dict) -> tuple[dict, list]:
@@ -124,6 +137,8 @@ def _switch(data: dict, section: str, key: str, value) -> None:
         return _fp8_linear(value)
     if not isinstance(value, bool):
         raise InputError(f"[{section}] {key} must be true or false, got {value!r}", f"[{section}] {key}")
+    if section == "training" and ("float8" in key or "fp8" in key):
+        return _training_float8(key, value)
     if key.endswith("loss_parallel") and (key == "enable_loss_parallel") != value:
         raise InputError(f"[{section}] {key} = {str(value).lower()}: the library keeps the logits split over the "
                          f"tensor ranks (loss parallel, that generation's default)", f"[{section}] {key}")
@@ -148,6 +163,20 @@ def _fp8_linear(value) -> None:
                          f"layer, the output head too, for float8_experimental's Float8DynamicLinear, which the "
                          f"reader does not model (its float8 keeps the head in 16-bit); remove it or give the layout "
                          f"with --preset/--hf-config and --set", "[training] fp8_linear")
+
+
+def _training_float8(key: str, value: bool) -> None:
+    """A ``[training]`` float8 switch of July 2024 (``TRAINING_FLOAT8``): false, the default, is no float8;
+    true swapped every ``nn.Linear`` of the model, the output head too, for float8_experimental's
+    ``Float8Linear`` with dynamic scaling (``maybe_build_fp8_linear`` of ``torchtitan/float8_linear.py``
+    at 69fe8defc calls ``swap_linear_with_float8_linear(model, ...)`` with no module skipped), where the
+    later float8 converter keeps the head in 16-bit: refused, as ``fp8_linear = "dynamic"``.  The FSDP
+    all-gather and scale switches act on float8's layers alone: with float8 off they change nothing."""
+    if value and key in TRAINING_FLOAT8:
+        raise InputError(f"[training] {key} = true: torchtitan of {TRAINING_FLOAT8[key]} swapped every linear layer, "
+                         f"the output head too, for float8_experimental's Float8Linear, which the reader does not "
+                         f"model (its float8 keeps the head in 16-bit); remove it or give the layout with "
+                         f"--preset/--hf-config and --set", f"[training] {key}")
 
 
 RMS_NORMS = ("rmsnorm", "fused_rmsnorm", "compiled_rmsnorm")

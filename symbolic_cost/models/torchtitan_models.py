@@ -82,6 +82,7 @@ CONFIGS = {
     "qwen3": {
         "debugmodel": _qwen3(8, 256, 2048, 16, 8, 3072, True),
         "debugmodel_non_fused_qkv": _qwen3(8, 256, 2048, 16, 8, 3072, True),
+        "debugmodel_fused_qkv": _qwen3(8, 256, 2048, 16, 8, 3072, True),      # its name until fused was the default
         "0.6B": _qwen3(28, 1024, QWEN3_VOCAB, 16, 8, 3072, True),
         "1.7B": _qwen3(28, 2048, QWEN3_VOCAB, 16, 8, 6144, True),
         "4B": _qwen3(36, 2560, QWEN3_VOCAB, 32, 8, 9728, True),
