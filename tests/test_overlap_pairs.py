@@ -1,5 +1,6 @@
-"""Communication overlap, collective by collective: tensor parallelism's (``timing.step.tensor_comm_exposed``)
-and the MoE all-to-alls' 1F1B overlap (``timing.step.all_to_all_exposed``, at the end).
+"""Communication overlap, collective by collective: tensor parallelism's and a context-parallel ring's
+(``timing.step.tensor_comm_exposed``), and the MoE all-to-alls' 1F1B overlap with the flex dispatcher's
+share of the SMs (``timing.step.all_to_all_exposed``, ``dispatch_sm_share``; at the end).
 
 Transformer Engine's userbuffers overlap (Megatron-LM ``--tp-comm-overlap``) runs each tensor-parallel
 all-gather or reduce-scatter under the chunks of one GEMM: the one that consumes the gathered input or
