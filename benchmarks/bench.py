@@ -82,9 +82,9 @@ exprs = {**step_time_breakdown(cost, system), "memory": cost.memory_bytes,
          "flops": cost.model_flops_fwd + cost.model_flops_bwd}
 kernel = compile_exprs(exprs)
 built = time.process_time() - start
-# "tiers": its first tier (the closures, made at the first call), then LLVM's machine code at
+# "tiers": its first call (on the closures, made with the kernel), then LLVM's machine code at
 # opt_level 0 once its calls pass CLOSURE_ROWS; "large": the optimised machine code a first
-# call of OPTIMIZED_ROWS takes, with no closures made
+# call of OPTIMIZED_ROWS takes
 stages = (1, CLOSURE_ROWS - 1) if sys.argv[4] == "tiers" else (OPTIMIZED_ROWS,)
 times = []
 for rows in stages:
@@ -192,10 +192,9 @@ def vector_flags() -> str:
 
 def build_and_compile() -> dict:
     """CPU seconds of build + compile of each of ``BUILT`` in a fresh process (imports excluded):
-    to the kernel (``numeric.symengine_kernel.QuickKernel``, its closures not made yet), then its
-    first tier (the closures, made at its first call) and its machine code once its calls pass
-    ``CLOSURE_ROWS``; and, in another process, to the optimised machine code a first call of
-    ``OPTIMIZED_ROWS`` takes (no closures made).  Each cold run with an empty kernel cache, each
+    to the kernel's first tier (``numeric.symengine_kernel.QuickKernel``: symengine's closures),
+    then its first call and its machine code once its calls pass ``CLOSURE_ROWS``; and, in another
+    process, to the optimised machine code a first call of ``OPTIMIZED_ROWS`` takes.  Each cold run with an empty kernel cache, each
     warm run with the machine code on disk."""
     def run(name, model, cache, path):
         script = BUILD.replace("FIRST_USE", repr(FIRST_USE))
@@ -678,10 +677,10 @@ def write_report(got, overhead, load_before, load_after, compiled=""):
     one_thread = next((v for k, v in numba.items() if "1 thread" in k and "CPU" in k), 0)
     all_cores = max((v for k, v in numba.items() if "wall" in k), default=0)
     rows = [(f"build + compile {name}'s totals with the {model} step time, every degree symbolic, fresh "
-             "process, empty kernel cache: to the kernel (`compile_exprs`, its closures not made yet); its first "
-             "tier (symengine's closures, made at its first call), more; LLVM's machine code once its calls pass "
+             "process, empty kernel cache: to the kernel's first tier (`compile_exprs`: symengine's closures); its "
+             "first call, more; LLVM's machine code once its calls pass "
              "`CLOSURE_ROWS`, more; in another process, build to the optimised machine code a first call of "
-             "`OPTIMIZED_ROWS` takes (no closures made), in all; build, first tier and machine code with the "
+             "`OPTIMIZED_ROWS` takes, in all; build, first tier and machine code with the "
              "machine code on disk; first-use imports, before the clock (CPU s)",
              f"{t['cold']:.3f}; +{t['first']:.3f}; +{t['machine']:.3f}; {t['optimised']:.3f}; {t['warm']:.3f}; "
              f"{t['imports']:.3f}",

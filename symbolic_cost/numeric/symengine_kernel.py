@@ -122,24 +122,23 @@ def _optimized(converted, arguments, digests, make: bool = True):
 class QuickKernel:
     """The kernel ``compile_exprs`` makes when it is not told how many configurations it will
     evaluate; it compiles further as its calls grow, as a JIT compiler tiers: symengine's closure
-    evaluator first (``_closures``, made at the first call, which a first call of ``OPTIMIZED_ROWS``
-    skips), LLVM's machine code without optimisations once its calls have
-    passed ``CLOSURE_ROWS`` configurations in all (the optimised kernel instead where it is on
-    disk), the optimised kernel the first time one call passes ``OPTIMIZED_ROWS``.  ``level``
+    evaluator first (``_closures``, made with the kernel: where neither they nor LLVM can express the
+    set, ``kernel`` answers ``None`` and the numpy backend runs), LLVM's machine code without
+    optimisations once its calls have passed ``CLOSURE_ROWS`` configurations in all (the optimised
+    kernel instead where it is on disk), the optimised kernel the first time one call passes ``OPTIMIZED_ROWS``.  ``level``
     says which runs (``"closures"``, ``"quick"``, ``"optimized"``).  It pickles with its
     expressions, so a Dask worker does the same (closures do not pickle: a worker makes its own)."""
 
     def __init__(self, converted, arguments):
         self.converted, self.arguments, self.rows = converted, arguments, 0
-        self.function, self.level = None, "closures"    # the closures made by the first call that runs on them
+        self._start()
 
     def _start(self):
-        """The closures, made at the first call that runs on them (a first call of
-        ``OPTIMIZED_ROWS`` never does: it compiles the optimised kernel at once)."""
-        self.function = _closures(self.converted, self.arguments)
+        # made now, not at the first call: a set that neither the closures nor LLVM express must
+        # fail here, where ``kernel`` hands it to the numpy backend (DeepFlow's LSTM step time)
+        self.function, self.level = _closures(self.converted, self.arguments), "closures"
         if self.function is None:                 # a set only LLVM expresses: compile it now
             self._compile("quick")
-        return self.function
 
     @property
     def optimized(self) -> bool:
@@ -152,16 +151,14 @@ class QuickKernel:
             self._compile("optimized")
         elif self.rows >= CLOSURE_ROWS and self.level == "closures":
             self._compile("quick")
-        return self.function if self.function is not None else self._start()
+        return self.function
 
     def _compile(self, level: str):
         try:
             self.function, self.level = _machine_code(self.converted, self.arguments, level)
         except _UNCOMPILED:
             if self.function is None:
-                self.function = _closures(self.converted, self.arguments)
-                if self.function is None:
-                    raise
+                raise
             self.level = "closures only"        # what LLVM cannot compile, the closures still evaluate
 
     def __getstate__(self):
@@ -171,7 +168,7 @@ class QuickKernel:
     def __setstate__(self, state):
         vars(self).update(state)
         if "function" not in state:
-            self.function = None            # its closures made again at its first call
+            self._start()
 
     def __call__(self, inputs, out=None):
-        return (self.function if self.function is not None else self._start())(inputs, out=out)
+        return self.function(inputs, out=out)
