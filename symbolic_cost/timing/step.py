@@ -76,8 +76,7 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
     for pass_ in ("fwd", "bwd"):
         compute[pass_], tensor[pass_], unhidden[pass_], exposed[pass_], expert[pass_] = \
             _stage_pass(cost, place, system, conventions, pass_)
-    compute_all, tensor_all = compute["fwd"] + compute["bwd"], tensor["fwd"] + tensor["bwd"]
-    alltoall = unhidden["fwd"] + unhidden["bwd"]
+    compute_all, alltoall = compute["fwd"] + compute["bwd"], unhidden["fwd"] + unhidden["bwd"]
     # what an overlap hides shows only where it outlasts the compute it runs beside: a ring's sends
     # and with Overlap.tensor the layers' collectives but the all-to-alls behind their own products
     # (tensor_comm_exposed), with Overlap.expert each all-to-all behind its slot of another
@@ -398,11 +397,13 @@ def dispatch_sm_share(row, system) -> Expr:
     ``share * C``.
 
     >>> from types import SimpleNamespace as Row
+    >>> from symbolic_cost.cost import Collective
     >>> from symbolic_cost.timing.hardware import calibrated
-    >>> dispatch_sm_share(Row(collectives=(Row(routing=(256, 8)),)), calibrated("h100"))
+    >>> dispatch = Collective("alltoall", 2**20, 2, 8, "fwd", 0, routing=(256, 8))   # DeepEP's
+    >>> dispatch_sm_share(Row(collectives=(dispatch,)), calibrated("h100"))          # 20 of 132 SMs
     5/33
     """
     efficiency = system.efficiency
-    if efficiency is None or not any(getattr(c, "routing", None) is not None for c in row.collectives):
+    if efficiency is None or not any(c.routing is not None for c in row.collectives):
         return Integer(0)
     return Rational(FLEX_DISPATCH_SMS, efficiency.sms)
